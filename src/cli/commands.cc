@@ -1,0 +1,226 @@
+#include "cli/commands.h"
+
+#include <unistd.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+
+#include "common/units.h"
+#include "mapfs/mapfs.h"
+#include "medium/persist.h"
+#include "mount/mount.h"
+#include "pswap_bench.h"
+
+namespace mapfs::cli {
+namespace {
+
+// Splits ARGS into positionals and --flag [value] pairs. `with_value` lists
+// the flags that take a value.
+struct Parsed {
+  std::vector<std::string> pos;
+  std::vector<std::pair<std::string, std::string>> flags;
+  std::string error;
+  const std::string* Get(const std::string& f) const {
+    for (auto& [k, v] : flags)
+      if (k == f) return &v;
+    return nullptr;
+  }
+  bool Has(const std::string& f) const { return Get(f) != nullptr; }
+};
+
+Parsed Parse(const std::vector<std::string>& args, const std::vector<std::string>& with_value,
+             const std::vector<std::string>& switches) {
+  Parsed p;
+  for (size_t i = 0; i < args.size(); i++) {
+    const std::string& a = args[i];
+    if (a.rfind("--", 0) != 0) {
+      p.pos.push_back(a);
+      continue;
+    }
+    std::string name = a, value;
+    size_t eq = a.find('=');
+    if (eq != std::string::npos) {
+      name = a.substr(0, eq);
+      value = a.substr(eq + 1);
+    }
+    bool takes = false, known = false;
+    for (auto& f : with_value) takes |= f == name;
+    for (auto& f : switches) known |= f == name;
+    if (!takes && !known) {
+      p.error = "unknown option " + name;
+      return p;
+    }
+    if (takes && eq == std::string::npos) {
+      if (i + 1 >= args.size()) {
+        p.error = name + " needs a value";
+        return p;
+      }
+      value = args[++i];
+    }
+    p.flags.push_back({name, value});
+  }
+  return p;
+}
+
+int Fail(const char* verb, const Status& st) {
+  std::fprintf(stderr, "mapfs %s: %s\n", verb, st.ToString().c_str());
+  return 1;
+}
+
+const char* ModeName(uint32_t m) {
+  switch (m) {
+    case 0: return "posix";
+    case 1: return "sync";
+    case 2: return "strict";
+  }
+  return "?";
+}
+
+}  // namespace
+
+int Mkfs(const std::vector<std::string>& args) {
+  Parsed p = Parse(args, {"--size", "--page", "--mode", "--top-level"}, {});
+  if (!p.error.empty() || p.pos.size() != 1 || !p.Has("--size")) {
+    std::fprintf(stderr, "usage: mapfs mkfs POOL --size SIZE [--page 4k|2m] [--mode posix|sync|strict] [--top-level N]%s%s\n",
+                 p.error.empty() ? "" : "\nmapfs mkfs: ", p.error.c_str());
+    return 2;
+  }
+  medium::CreateOptions co;
+  auto size = ParseSize(*p.Get("--size"));
+  if (!size.ok()) return Fail("mkfs", size.status());
+  co.size = *size;
+  if (auto* page = p.Get("--page")) {
+    if (*page == "4k" || *page == "4K") co.page_shift = 12;
+    else if (*page == "2m" || *page == "2M") co.page_shift = 21;
+    else return Fail("mkfs", Status::Error(EINVAL, "--page must be 4k or 2m"));
+  }
+  if (auto* mode = p.Get("--mode")) {
+    if (*mode == "posix") co.mode = medium::format::Mode::kPosix;
+    else if (*mode == "sync") co.mode = medium::format::Mode::kSync;
+    else if (*mode == "strict") co.mode = medium::format::Mode::kStrict;
+    else return Fail("mkfs", Status::Error(EINVAL, "--mode must be posix, sync or strict"));
+  }
+  if (auto* tl = p.Get("--top-level")) {
+    char* end = nullptr;
+    long v = std::strtol(tl->c_str(), &end, 10);
+    if (end == tl->c_str() || *end != '\0' || v < 4 || v > 11)
+      return Fail("mkfs", Status::Error(EINVAL, "--top-level must be 4..11"));
+    co.top_level = static_cast<uint32_t>(v);
+  }
+  Status st = medium::Pool::Create(p.pos[0], co);
+  if (!st.ok()) return Fail("mkfs", st);
+  std::printf("formatted %s: %s, %s pages, mode %s\n", p.pos[0].c_str(), FormatSize(AlignDown(co.size, kChunkSize)).c_str(),
+              co.page_shift == 12 ? "4 KiB" : "2 MiB", ModeName(static_cast<uint32_t>(co.mode)));
+  return 0;
+}
+
+int Info(const std::vector<std::string>& args) {
+  Parsed p = Parse(args, {}, {});
+  if (!p.error.empty() || p.pos.size() != 1) {
+    std::fprintf(stderr, "usage: mapfs info POOL\n");
+    return 2;
+  }
+  auto m = Mount::Open(p.pos[0]);
+  if (!m.ok()) return Fail("info", m.status());
+  medium::Pool& pool = (*m)->pool();
+  const auto& h = pool.header();
+  char uuid[40];
+  std::snprintf(uuid, sizeof uuid, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", h.uuid[0],
+                h.uuid[1], h.uuid[2], h.uuid[3], h.uuid[4], h.uuid[5], h.uuid[6], h.uuid[7], h.uuid[8], h.uuid[9],
+                h.uuid[10], h.uuid[11], h.uuid[12], h.uuid[13], h.uuid[14], h.uuid[15]);
+  vm::VmStats vs = (*m)->vm().Stats();
+  space::SpaceStats ss = (*m)->space().Stats();
+  const auto& pc = medium::CurrentPersistConfig();
+  std::printf("pool            %s\n", pool.path().c_str());
+  std::printf("medium          %s, MAP_SYNC %s, huge pages %s\n", pool.fs_kind(), pool.map_sync() ? "yes" : "no",
+              pool.huge_pages() ? "available" : "not available");
+  std::printf("format          version %u, uuid %s\n", h.version, uuid);
+  std::printf("size            %s (%" PRIu64 " bytes)\n", FormatSize(h.pool_size).c_str(), h.pool_size);
+  std::printf("page size       %s\n", h.page_shift == 12 ? "4 KiB" : "2 MiB");
+  std::printf("default mode    %s\n", ModeName(h.default_mode));
+  std::printf("virtual region  %s (top partition L%u)\n", FormatSize(uint64_t{1} << h.vspace_shift).c_str(), h.top_level);
+  std::printf("metadata        %s (redo log %u x %s)\n", FormatSize(h.meta_end).c_str(), h.redo_slots,
+              FormatSize(h.redo_slot_size).c_str());
+  std::printf("space used      %s of %s (%.2f%%), %" PRIu64 " free chunks\n",
+              FormatSize(vs.used_pages * kPageSize).c_str(), FormatSize(vs.total_pages * kPageSize).c_str(),
+              100.0 * static_cast<double>(vs.used_pages) / static_cast<double>(vs.total_pages), vs.free_chunks);
+  std::printf("space free      %s\n", FormatSize((vs.total_pages - vs.used_pages) * kPageSize).c_str());
+  std::printf("persistence     copy %s, flush %s, domain %s\n", medium::ToString(pc.copy), medium::ToString(pc.flush),
+              medium::ToString(pc.domain));
+  std::printf("state           %s, opened %" PRIu64 " times, %" PRIu64 " recoveries\n",
+              (*m)->recovered() ? "recovered at this open" : "clean", pool.state()->open_count, pool.state()->recoveries);
+  std::printf("partitions      availability level %s\n",
+              ss.availability_level < 0 ? "none (full)" : ("L" + std::to_string(ss.availability_level)).c_str());
+  std::printf("  %-5s %-10s %12s %12s\n", "level", "size", "allocated", "partitioned");
+  for (int l = 0; l <= ss.top_level; l++)
+    std::printf("  L%-4d %-10s %12" PRIu64 " %12" PRIu64 "\n", l, FormatSize(space::format::LevelSize(l)).c_str(),
+                ss.allocated[l], ss.partitioned[l]);
+  Status st = (*m)->Close();
+  if (!st.ok()) return Fail("info", st);
+  return 0;
+}
+
+int Fsck(const std::vector<std::string>& args) {
+  Parsed p = Parse(args, {}, {"--repair"});
+  if (!p.error.empty() || p.pos.size() != 1) {
+    std::fprintf(stderr, "usage: mapfs fsck POOL [--repair]\n");
+    return 2;
+  }
+  bool repair = p.Has("--repair");
+  auto m = Mount::Open(p.pos[0]);
+  if (!m.ok()) return Fail("fsck", m.status());
+  if ((*m)->recovered()) std::printf("%s was not closed cleanly: recovery ran at open\n", p.pos[0].c_str());
+  int problems = 0;
+  // Only a strict check (no leaked pages) when we are the only user.
+  bool alone = (*m)->pool().exclusive_open();
+  Status vs = (*m)->vm().Check(alone);
+  if (!vs.ok()) {
+    problems++;
+    std::printf("page table: %s\n", vs.message().c_str());
+    if (repair) {
+      vm::RebuildReport r = (*m)->vm().Rebuild();
+      std::printf("  repaired: %" PRIu64 " leaked pages reclaimed, %" PRIu64 " pages re-marked, %" PRIu64
+                  " bad entries cleared (%" PRIu64 " pages mapped twice remain)\n",
+                  r.leaked_reclaimed, r.unmarked_fixed, r.bad_entries, r.double_refs);
+    } else {
+      std::printf("  --repair would rebuild the page bitmap from the page table\n");
+    }
+  }
+  Status ss = (*m)->space().Check();
+  if (!ss.ok()) {
+    problems++;
+    std::printf("partitions: %s\n", ss.message().c_str());
+  }
+  if (repair && problems) {
+    Status r = (*m)->space().Reconcile();
+    if (!r.ok()) std::printf("  partition repair failed: %s\n", r.message().c_str());
+  }
+  Status st = (*m)->Close();
+  if (!st.ok()) return Fail("fsck", st);
+  if (problems == 0) std::printf("%s: clean\n", p.pos[0].c_str());
+  return problems && !repair ? 1 : 0;
+}
+
+int Bench(const std::vector<std::string>& args) {
+  Parsed p = Parse(args, {"--json", "--repeat", "--pool", "--max-pages"}, {"--quick"});
+  if (!p.error.empty() || p.pos.size() != 1 || p.pos[0] != "pswap") {
+    std::fprintf(stderr, "usage: mapfs bench pswap [--json FILE] [--quick] [--repeat N] [--pool PATH] [--max-pages N]%s%s\n",
+                 p.error.empty() ? "" : "\nmapfs bench: ", p.error.c_str());
+    return 2;
+  }
+  bench::PswapBenchOptions o;
+  o.pool = p.Has("--pool") ? *p.Get("--pool") : "/dev/shm/mapfs-bench-" + std::to_string(::getpid()) + ".pool";
+  if (p.Has("--json")) o.json = *p.Get("--json");
+  o.quick = p.Has("--quick");
+  if (p.Has("--repeat")) o.repeat = std::atoi(p.Get("--repeat")->c_str());
+  if (p.Has("--max-pages")) o.max_pages = std::strtoull(p.Get("--max-pages")->c_str(), nullptr, 10);
+  return bench::RunPswapBench(o);
+}
+
+int Version(const std::vector<std::string>&) {
+  std::printf("mapfs %s, on-media format %u\n", mapfs_version(), mapfs_format_version());
+  return 0;
+}
+
+}  // namespace mapfs::cli

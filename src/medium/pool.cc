@@ -1,0 +1,492 @@
+#include "medium/pool.h"
+
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cinttypes>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+
+#include "common/crc32c.h"
+#include "common/log.h"
+#include "common/units.h"
+#include "medium/persist.h"
+
+#ifndef MAP_SYNC
+#define MAP_SYNC 0x80000
+#endif
+#ifndef MAP_SHARED_VALIDATE
+#define MAP_SHARED_VALIDATE 0x03
+#endif
+
+namespace mapfs::medium {
+namespace {
+
+constexpr uint64_t kMinPoolSize = 16 * MiB;
+constexpr int kMaxLevel = 11;  // L11 = 32 TiB
+
+std::string Hex(const uint8_t* p, size_t n) {
+  static const char* d = "0123456789abcdef";
+  std::string s;
+  for (size_t i = 0; i < n; i++) {
+    s += d[p[i] >> 4];
+    s += d[p[i] & 15];
+  }
+  return s;
+}
+
+std::string Hex64(uint64_t v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%" PRIx64, v);
+  return buf;
+}
+
+uint32_t HeaderChecksum(const format::PoolHeader& h) {
+  return Crc32c(&h, offsetof(format::PoolHeader, checksum));
+}
+
+// OFD byte-range locks: released by the kernel when the fd closes or the
+// process dies, and distinct per open file description (so two mounts in
+// one process behave like two processes).
+int OfdLock(int fd, off_t byte, short type, bool wait) {
+  struct flock fl {};
+  fl.l_type = type;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = byte;
+  fl.l_len = 1;
+  int r;
+  do {
+    r = ::fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl);
+  } while (r < 0 && errno == EINTR);
+  return r;
+}
+
+// Size of a DAX character device, from sysfs.
+Result<uint64_t> DevdaxSize(const struct stat& st) {
+  char path[128];
+  std::snprintf(path, sizeof path, "/sys/dev/char/%u:%u/size", major(st.st_rdev), minor(st.st_rdev));
+  std::ifstream f(path);
+  uint64_t size = 0;
+  if (!(f >> size)) return Status::Error(ENODEV, std::string("cannot read device size from ") + path);
+  return size;
+}
+
+// The tmpfs "huge=" option of the mount holding `path`, if it is one.
+std::string TmpfsHugeOption(const std::string& path) {
+  char real[PATH_MAX];
+  if (::realpath(path.c_str(), real) == nullptr) return "";
+  std::ifstream mounts("/proc/self/mounts");
+  std::string dev, dir, type, opts, best_opts;
+  size_t best = 0;
+  while (mounts >> dev >> dir >> type >> opts) {
+    std::string rest;
+    std::getline(mounts, rest);
+    if (type != "tmpfs") continue;
+    std::string d = dir == "/" ? "/" : dir + "/";
+    if ((std::strncmp(real, d.c_str(), d.size()) == 0 || dir == real) && dir.size() >= best) {
+      best = dir.size();
+      best_opts = opts;
+    }
+  }
+  size_t pos = best_opts.find("huge=");
+  if (pos == std::string::npos) return best ? "never" : "";
+  size_t end = best_opts.find(',', pos);
+  return best_opts.substr(pos + 5, end == std::string::npos ? std::string::npos : end - pos - 5);
+}
+
+struct FileInfo {
+  uint64_t size = 0;
+  bool is_device = false;
+  bool hugetlbfs = false;
+  bool tmpfs = false;
+};
+
+Result<FileInfo> Inspect(int fd, const std::string& path) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return Status::FromErrno("fstat " + path);
+  FileInfo fi;
+  if (S_ISCHR(st.st_mode)) {
+    auto sz = DevdaxSize(st);
+    if (!sz.ok()) return sz.status();
+    fi.size = *sz;
+    fi.is_device = true;
+  } else if (S_ISREG(st.st_mode)) {
+    fi.size = static_cast<uint64_t>(st.st_size);
+  } else {
+    return Status::Error(EINVAL, path + ": not a regular file or DAX device");
+  }
+  struct statfs sfs {};
+  if (::fstatfs(fd, &sfs) == 0) {
+    fi.hugetlbfs = sfs.f_type == HUGETLBFS_MAGIC;
+    fi.tmpfs = sfs.f_type == TMPFS_MAGIC;
+  }
+  return fi;
+}
+
+uint32_t DefaultTopLevel(uint64_t pool_size) {
+  // The virtual region is sparse; make it 8x the pool so files can be sparse
+  // and partitions can grow, but at least L4 (16 MiB) and at most L11.
+  for (uint32_t l = 4; l <= kMaxLevel; l++) {
+    uint64_t sz = uint64_t{4096} << (3 * l);
+    if (sz >= pool_size * 8) return l;
+  }
+  return kMaxLevel;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- create
+
+Status Pool::Create(const std::string& path, const CreateOptions& opt) {
+  uint64_t size = AlignDown(opt.size, kChunkSize);
+  if (size < kMinPoolSize)
+    return Status::Error(EINVAL, "pool size must be at least " + FormatSize(kMinPoolSize));
+  if (opt.page_shift != 12 && opt.page_shift != 21)
+    return Status::Error(EINVAL, "page size must be 4k or 2m");
+  if (opt.redo_slots == 0 || opt.redo_slots > kMaxRedoSlots || opt.redo_slot_size % kPageSize != 0 ||
+      opt.redo_slot_size < kPageSize)
+    return Status::Error(EINVAL, "bad redo log geometry");
+  if (opt.top_level != 0 && (opt.top_level < 4 || opt.top_level > kMaxLevel))
+    return Status::Error(EINVAL, "top level must be between 4 and 11");
+
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::FromErrno("cannot create pool " + path);
+  auto fi = Inspect(fd, path);
+  if (!fi.ok()) {
+    ::close(fd);
+    return fi.status();
+  }
+  if (fi->hugetlbfs) {
+    ::close(fd);
+    return Status::Error(ENOTSUP, path + ": pools on hugetlbfs are not supported yet (use a tmpfs mounted huge=always)");
+  }
+  if (OfdLock(fd, 0, F_WRLCK, false) != 0) {
+    ::close(fd);
+    return Status::Error(EBUSY, path + ": pool is open by another process");
+  }
+  if (fi->is_device) {
+    if (fi->size < size) {
+      ::close(fd);
+      return Status::Error(ENOSPC, path + ": device holds only " + FormatSize(fi->size));
+    }
+  } else {
+    // Truncating to zero first makes every page read as zero: the allocator
+    // relies on free pages being zero.
+    if (::ftruncate(fd, 0) != 0 || ::ftruncate(fd, static_cast<off_t>(size)) != 0) {
+      Status st = Status::FromErrno("cannot size pool " + path);
+      ::close(fd);
+      return st;
+    }
+  }
+
+  format::PoolHeader h{};
+  std::memcpy(h.magic, format::kMagic, sizeof h.magic);
+  h.version = format::kVersion;
+  h.header_size = sizeof(format::PoolHeader);
+  std::random_device rd;
+  for (auto& b : h.uuid) b = static_cast<uint8_t>(rd());
+  h.pool_size = size;
+  h.page_shift = opt.page_shift;
+  h.default_mode = static_cast<uint32_t>(opt.mode);
+  struct timespec ts {};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  h.mkfs_time_ns = static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+  h.redo_off = format::kRedoOff;
+  h.redo_slots = opt.redo_slots;
+  h.redo_slot_size = opt.redo_slot_size;
+  uint64_t pages = size / kPageSize;
+  h.bitmap_off = AlignUp(h.redo_off + uint64_t{h.redo_slots} * h.redo_slot_size, kPageSize);
+  h.bitmap_bytes = AlignUp(pages, 64) / 8;
+  h.ppt_root_off = AlignUp(h.bitmap_off + h.bitmap_bytes, kPageSize);
+  h.meta_end = AlignUp(h.ppt_root_off + kPageSize, kChunkSize);
+  h.top_level = opt.top_level ? opt.top_level : DefaultTopLevel(size);
+  h.vspace_shift = 12 + 3 * h.top_level;
+  if (h.meta_end + 4 * kChunkSize > size) {
+    ::close(fd);
+    return Status::Error(EINVAL, "pool too small for its metadata");
+  }
+  h.checksum = HeaderChecksum(h);
+
+  void* m = ::mmap(nullptr, h.meta_end, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (m == MAP_FAILED) {
+    Status st = Status::FromErrno("cannot map pool " + path);
+    ::close(fd);
+    return st;
+  }
+  char* base = static_cast<char*>(m);
+  if (fi->is_device) ZeroNt(base, h.meta_end);  // a device keeps old bytes
+  // Metadata area pages are in use from the start.
+  auto* bitmap = reinterpret_cast<uint64_t*>(base + h.bitmap_off);
+  uint64_t meta_pages = h.meta_end / kPageSize;
+  for (uint64_t p = 0; p < meta_pages; p++) bitmap[p / 64] |= uint64_t{1} << (p % 64);
+  Persist(bitmap, AlignUp(meta_pages, 64) / 8);
+  // The header goes last: until it is durable the file is not a pool.
+  Write(base, &h, sizeof h);
+  Persist(base, sizeof h);
+  ::munmap(m, h.meta_end);
+  if (fi->is_device) {
+    // Data pages of a device are not zero; zero them so the allocator's
+    // invariant (free pages read as zero) holds.
+    void* all = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (all != MAP_FAILED) {
+      ZeroNt(static_cast<char*>(all) + h.meta_end, size - h.meta_end);
+      Fence();
+      ::munmap(all, size);
+    }
+  }
+  if (::fsync(fd) != 0 && errno != EINVAL) {
+    Status st = Status::FromErrno("fsync " + path);
+    ::close(fd);
+    return st;
+  }
+  ::close(fd);
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- validate
+
+Status Pool::ValidateHeader(const format::PoolHeader& h, uint64_t file_size) {
+  if (file_size < sizeof(format::PoolHeader))
+    return Status::Error(EINVAL, "not a mapfs pool: file is only " + std::to_string(file_size) + " bytes");
+  if (std::memcmp(h.magic, format::kMagic, sizeof h.magic) != 0)
+    return Status::Error(EINVAL, "not a mapfs pool: bad magic at offset 0x0");
+  if (h.version != format::kVersion)
+    return Status::Error(EPROTONOSUPPORT, "pool format version " + std::to_string(h.version) +
+                                              " is not supported (this build reads version " +
+                                              std::to_string(format::kVersion) + ")");
+  if (h.checksum != HeaderChecksum(h))
+    return Status::Error(EUCLEAN, "pool header damaged: checksum mismatch at offset " +
+                                      Hex64(offsetof(format::PoolHeader, checksum)));
+  if (h.header_size != sizeof(format::PoolHeader))
+    return Status::Error(EUCLEAN, "pool header damaged: header size " + std::to_string(h.header_size));
+  if (file_size < h.pool_size)
+    return Status::Error(EUCLEAN, "pool truncated: header says " + std::to_string(h.pool_size) +
+                                      " bytes, file has " + std::to_string(file_size));
+  // Geometry must be self-consistent; a checksum collision or a bad mkfs
+  // must not let later layers index outside the pool.
+  uint64_t pages = h.pool_size / kPageSize;
+  bool bad = h.pool_size < kMinPoolSize || !IsAligned(h.pool_size, kChunkSize) ||
+             (h.page_shift != 12 && h.page_shift != 21) || h.default_mode > 2 ||
+             h.redo_off != format::kRedoOff || h.redo_slots == 0 || h.redo_slots > kMaxRedoSlots ||
+             h.redo_slot_size < kPageSize || h.redo_slot_size % kPageSize != 0 ||
+             h.bitmap_off < h.redo_off + uint64_t{h.redo_slots} * h.redo_slot_size ||
+             h.bitmap_bytes != AlignUp(pages, 64) / 8 || h.ppt_root_off < h.bitmap_off + h.bitmap_bytes ||
+             !IsAligned(h.ppt_root_off, kPageSize) || h.ppt_root_off + kPageSize > h.meta_end ||
+             !IsAligned(h.meta_end, kChunkSize) || h.meta_end >= h.pool_size || h.top_level < 4 ||
+             h.top_level > kMaxLevel || h.vspace_shift != 12 + 3 * h.top_level;
+  if (bad) return Status::Error(EUCLEAN, "pool header damaged: inconsistent geometry");
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- open
+
+Result<std::unique_ptr<Pool>> Pool::Open(const std::string& path) {
+  std::unique_ptr<Pool> p(new Pool());
+  Status st = p->OpenImpl(path);
+  if (!st.ok()) {
+    p->Unmap();
+    return st;
+  }
+  return p;
+}
+
+Status Pool::OpenImpl(const std::string& path) {
+  path_ = path;
+  fd_ = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd_ < 0) return Status::FromErrno("cannot open pool " + path);
+  auto fi = Inspect(fd_, path);
+  if (!fi.ok()) return fi.status();
+
+  format::PoolHeader h{};
+  ssize_t n = ::pread(fd_, &h, sizeof h, 0);
+  if (n < 0) return Status::FromErrno("cannot read pool header of " + path);
+  if (static_cast<size_t>(n) < sizeof h)
+    return Status::Error(EINVAL, path + ": not a mapfs pool: file is only " + std::to_string(n) + " bytes");
+  Status v = ValidateHeader(h, fi->size);
+  if (!v.ok()) return Status::Error(v.code(), path + ": " + v.message());
+
+  // Serialise against other openers and closers, then find out whether we
+  // are alone.
+  if (OfdLock(fd_, 1, F_WRLCK, true) != 0) return Status::FromErrno("lock pool " + path);
+  open_lock_held_ = true;
+  exclusive_ = OfdLock(fd_, 0, F_WRLCK, false) == 0;
+  if (!exclusive_ && OfdLock(fd_, 0, F_RDLCK, true) != 0) return Status::FromErrno("lock pool " + path);
+
+  // Map the whole pool: MAP_SYNC where the kernel offers it (DAX), so that
+  // flushed stores are durable without msync.
+  int flags = MAP_SHARED_VALIDATE | MAP_SYNC;
+  void* m = ::mmap(nullptr, h.pool_size, PROT_READ | PROT_WRITE, flags, fd_, 0);
+  if (m == MAP_FAILED) {
+    flags = MAP_SHARED;
+    m = ::mmap(nullptr, h.pool_size, PROT_READ | PROT_WRITE, flags, fd_, 0);
+    if (m == MAP_FAILED) return Status::FromErrno("cannot map pool " + path);
+  } else {
+    map_sync_ = true;
+  }
+  map_flags_ = flags;
+  base_ = static_cast<char*>(m);
+  mapped_ = h.pool_size;
+  fs_kind_ = fi->is_device ? "devdax" : fi->tmpfs ? "tmpfs" : "file";
+  if (fi->is_device) {
+    huge_pages_ = true;
+  } else if (fi->tmpfs) {
+    std::string huge = TmpfsHugeOption(path);
+    huge_pages_ = huge == "always" || huge == "within_size" || huge == "advise";
+  }
+  if (header().page_shift == 21 && huge_pages_) ::madvise(base_, mapped_, MADV_HUGEPAGE);
+
+  MAPFS_RETURN_IF_ERROR(MapShared());
+
+  // Register this mount.
+  token_ = shared_->next_token.fetch_add(1) + 1;
+  for (int i = 0; i < kMaxMounts; i++) {
+    uint64_t expect = 0;
+    if (shared_->mounts[i].token.compare_exchange_strong(expect, token_)) {
+      shared_->mounts[i].pid.store(::getpid());
+      mount_slot_ = i;
+      break;
+    }
+  }
+  if (mount_slot_ < 0) return Status::Error(EMFILE, path + ": too many mounts of one pool");
+
+  if (exclusive_) {
+    replayed_ = redo_.RecoverAll();
+    needs_recovery_ = Load64(&state()->dirty) != 0 || replayed_ > 0;
+    if (needs_recovery_) {
+      Store64(&state()->recoveries, Load64(&state()->recoveries) + 1);
+      MAPFS_LOG("%s: not closed cleanly; recovering (%d redo records replayed)", path.c_str(), replayed_);
+    }
+    Store64(&state()->dirty, 1);
+    Store64(&state()->open_count, Load64(&state()->open_count) + 1);
+    Persist(state(), sizeof(format::PoolState));
+  }
+  return Status::Ok();
+}
+
+Status Pool::MapShared() {
+  shm_name_ = "/mapfs-" + Hex(header().uuid, 16);
+  int sfd = ::shm_open(shm_name_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (sfd < 0) return Status::FromErrno("shm_open " + shm_name_);
+  if (exclusive_ && ::ftruncate(sfd, 0) != 0) {
+    Status st = Status::FromErrno("ftruncate " + shm_name_);
+    ::close(sfd);
+    return st;
+  }
+  if (::ftruncate(sfd, sizeof(SharedState)) != 0) {
+    Status st = Status::FromErrno("ftruncate " + shm_name_);
+    ::close(sfd);
+    return st;
+  }
+  void* m = ::mmap(nullptr, sizeof(SharedState), PROT_READ | PROT_WRITE, MAP_SHARED, sfd, 0);
+  ::close(sfd);
+  if (m == MAP_FAILED) return Status::FromErrno("mmap " + shm_name_);
+  shared_ = static_cast<SharedState*>(m);
+  if (exclusive_) {
+    // Alone: the segment was just truncated to zero; build it.
+    shared_->magic = kSharedMagic;
+    shared_->layout_version = kSharedLayoutVersion;
+    std::memcpy(shared_->uuid, header().uuid, 16);
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+    pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+    for (auto& mu : shared_->locks) pthread_mutex_init(&mu, &a);
+    pthread_mutexattr_destroy(&a);
+  } else if (shared_->magic != kSharedMagic || shared_->layout_version != kSharedLayoutVersion ||
+             std::memcmp(shared_->uuid, header().uuid, 16) != 0) {
+    return Status::Error(EPROTO, "shared state " + shm_name_ + " belongs to another pool or build");
+  }
+  return Status::Ok();
+}
+
+void Pool::FinishOpen() {
+  if (open_lock_held_) {
+    OfdLock(fd_, 1, F_UNLCK, false);
+    open_lock_held_ = false;
+  }
+  needs_recovery_ = false;
+}
+
+// ---------------------------------------------------------------- close
+
+Status Pool::Close() {
+  if (closed_ || base_ == nullptr) return Status::Ok();
+  closed_ = true;
+  if (!open_lock_held_ && OfdLock(fd_, 1, F_WRLCK, true) != 0) return Status::FromErrno("lock pool " + path_);
+  open_lock_held_ = true;
+  if (mount_slot_ >= 0) {
+    shared_->mounts[mount_slot_].pid.store(0);
+    shared_->mounts[mount_slot_].token.store(0);
+  }
+  if (OfdLock(fd_, 0, F_WRLCK, false) == 0) {
+    // Last one out. A mount still registered vanished without closing: leave
+    // the pool dirty so the next opener runs recovery.
+    bool stale = false;
+    for (auto& e : shared_->mounts) stale |= e.token.load() != 0;
+    if (!stale) {
+      Store64(&state()->dirty, 0);
+      Persist(&state()->dirty, 8);
+    }
+    ::shm_unlink(shm_name_.c_str());
+  }
+  if (::fsync(fd_) != 0 && errno != EINVAL && errno != EROFS) {
+    Status st = Status::FromErrno("fsync " + path_);
+    Unmap();
+    return st;
+  }
+  Unmap();
+  return Status::Ok();
+}
+
+void Pool::Abandon() {
+  closed_ = true;
+  Unmap();
+}
+
+void Pool::Unmap() {
+  if (base_ != nullptr) ::munmap(base_, mapped_);
+  base_ = nullptr;
+  if (shared_ != nullptr) ::munmap(shared_, sizeof(SharedState));
+  shared_ = nullptr;
+  if (fd_ >= 0) ::close(fd_);  // drops the OFD locks
+  fd_ = -1;
+}
+
+Pool::~Pool() {
+  if (!closed_) (void)Close();
+  Unmap();
+}
+
+// ---------------------------------------------------------------- locks
+
+void Pool::Lock(LockId id) {
+  pthread_mutex_t* mu = &shared_->locks[static_cast<int>(id)];
+  int r = pthread_mutex_lock(mu);
+  if (r == EOWNERDEAD) {
+    // The holder died, possibly between committing and applying a redo
+    // record. Finish its work before anyone sees the state it protected.
+    MAPFS_LOG("%s: a process died holding lock %d; recovering", path_.c_str(), static_cast<int>(id));
+    if (id == LockId::kRecovery) {
+      pthread_mutex_consistent(mu);
+    } else {
+      redo_.RecoverDead();
+      pthread_mutex_consistent(mu);
+    }
+  }
+}
+
+void Pool::Unlock(LockId id) { pthread_mutex_unlock(&shared_->locks[static_cast<int>(id)]); }
+
+}  // namespace mapfs::medium

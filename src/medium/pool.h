@@ -1,0 +1,124 @@
+// Pool: one file (regular file, tmpfs/hugetlbfs file, DAX device or a file on
+// a DAX file system) holding the whole file system, mapped once into the
+// process as the "pool view": pool offset o lives at base() + o.
+//
+// Open protocol (several processes may open one pool):
+//   byte 1 of the file is an open/close mutex (OFD write lock);
+//   byte 0 is held read-locked by every open mount.
+// The opener that can write-lock byte 0 is alone: it (re)initialises the
+// shared-memory segment and, if the pool was not closed cleanly (dirty flag),
+// runs recovery before anyone else gets in. The last mount to close clears
+// the dirty flag unless a mount vanished without closing.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "medium/pool_format.h"
+#include "medium/redo_log.h"
+#include "medium/shared.h"
+
+namespace mapfs::medium {
+
+struct CreateOptions {
+  uint64_t size = 0;             // bytes; rounded down to a chunk multiple
+  uint32_t page_shift = 12;      // 12 (4 KiB mappings) or 21 (2 MiB)
+  format::Mode mode = format::Mode::kSync;
+  uint32_t top_level = 0;        // 0 = derive from the size
+  uint32_t redo_slots = 16;
+  uint32_t redo_slot_size = 128 * 1024;
+};
+
+class Pool {
+ public:
+  // Formats `path` (created if missing; an existing file is overwritten).
+  static Status Create(const std::string& path, const CreateOptions& opt);
+  // Opens an existing pool. On success the caller must run the layers'
+  // recovery if needs_recovery() and then call FinishOpen().
+  static Result<std::unique_ptr<Pool>> Open(const std::string& path);
+  // Checks a header image; used by Open and by tests on damaged images.
+  static Status ValidateHeader(const format::PoolHeader& h, uint64_t file_size);
+
+  ~Pool();
+  Pool(const Pool&) = delete;
+  Pool& operator=(const Pool&) = delete;
+
+  // Ends recovery: lets other openers in.
+  void FinishOpen();
+  // Clean close: marks the pool clean when this is the last mount.
+  Status Close();
+  // Drops the mapping without any clean-close bookkeeping, as if the process
+  // had died here (tests of recovery).
+  void Abandon();
+
+  char* base() const { return base_; }
+  uint64_t size() const { return header().pool_size; }
+  const format::PoolHeader& header() const { return *reinterpret_cast<const format::PoolHeader*>(base_); }
+  format::PoolState* state() const { return reinterpret_cast<format::PoolState*>(base_ + format::kStateOff); }
+  template <typename T>
+  T* at(uint64_t off) const { return reinterpret_cast<T*>(base_ + off); }
+  uint64_t offset_of(const void* p) const { return static_cast<uint64_t>(static_cast<const char*>(p) - base_); }
+
+  int fd() const { return fd_; }
+  const std::string& path() const { return path_; }
+  bool map_sync() const { return map_sync_; }     // mapped with MAP_SYNC (DAX)
+  bool huge_pages() const { return huge_pages_; } // the file system gives 2 MiB pages
+  const char* fs_kind() const { return fs_kind_; }
+  bool exclusive_open() const { return exclusive_; }
+  bool needs_recovery() const { return needs_recovery_; }
+  int replayed_at_open() const { return replayed_; }
+  uint64_t mount_token() const { return token_; }
+
+  SharedState* shared() const { return shared_; }
+  RedoLog& redo() { return redo_; }
+
+  // Cross-process locks (robust): a dead holder's redo records are replayed
+  // before the lock is handed on.
+  void Lock(LockId id);
+  void Unlock(LockId id);
+
+  // Extra mmap flags the vm layer must use to map pool pages elsewhere.
+  int map_flags() const { return map_flags_; }
+
+ private:
+  Pool() : redo_(this) {}
+  Status OpenImpl(const std::string& path);
+  Status MapShared();
+  void Unmap();
+
+  std::string path_;
+  int fd_ = -1;
+  char* base_ = nullptr;
+  uint64_t mapped_ = 0;
+  SharedState* shared_ = nullptr;
+  std::string shm_name_;
+  bool map_sync_ = false;
+  bool huge_pages_ = false;
+  const char* fs_kind_ = "file";
+  bool exclusive_ = false;
+  bool needs_recovery_ = false;
+  bool open_lock_held_ = false;
+  bool closed_ = false;
+  int replayed_ = 0;
+  int mount_slot_ = -1;
+  uint64_t token_ = 0;
+  int map_flags_ = 0;
+  RedoLog redo_;
+};
+
+// RAII for Pool::Lock.
+class PoolLock {
+ public:
+  PoolLock(Pool* p, LockId id) : p_(p), id_(id) { p_->Lock(id_); }
+  ~PoolLock() { p_->Unlock(id_); }
+  PoolLock(const PoolLock&) = delete;
+  PoolLock& operator=(const PoolLock&) = delete;
+
+ private:
+  Pool* p_;
+  LockId id_;
+};
+
+}  // namespace mapfs::medium

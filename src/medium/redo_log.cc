@@ -1,0 +1,159 @@
+#include "medium/redo_log.h"
+
+#include <sched.h>
+#include <signal.h>
+
+#include <cstring>
+
+#include "common/crc32c.h"
+#include "medium/persist.h"
+#include "medium/pool.h"
+
+namespace mapfs::medium {
+
+// ---------------------------------------------------------------- Tx
+
+void Tx::Put64(uint64_t pool_off, uint64_t value) {
+  buf_.push_back(pool_off);
+  buf_.push_back(8);
+  buf_.push_back(value);
+}
+
+void Tx::PutBytes(uint64_t pool_off, const void* data, size_t len) {
+  buf_.push_back(pool_off);
+  buf_.push_back(len);
+  size_t words = (len + 7) / 8;
+  size_t at = buf_.size();
+  buf_.resize(at + words, 0);
+  std::memcpy(buf_.data() + at, data, len);
+}
+
+// ---------------------------------------------------------------- RedoLog
+
+namespace {
+
+uint32_t SlotCrc(const RedoSlotHeader* h, const uint64_t* payload) {
+  uint32_t crc = Crc32c(&h->seq, sizeof h->seq);
+  crc = Crc32c(&h->bytes, sizeof h->bytes, crc);
+  return Crc32c(payload, h->bytes, crc);
+}
+
+// Applies the records in `payload`; returns false if they are malformed
+// (which a valid checksum makes impossible short of a bug or collision).
+bool ApplyRecords(Pool* pool, const uint64_t* payload, size_t bytes) {
+  size_t words = bytes / 8;
+  size_t i = 0;
+  uint64_t size = pool->size();
+  while (i + 2 <= words) {
+    uint64_t off = payload[i];
+    uint64_t len = payload[i + 1];
+    i += 2;
+    size_t dw = (len + 7) / 8;
+    if (len == 0 || off > size || len > size - off || i + dw > words) return false;
+    char* dst = pool->base() + off;
+    if (len == 8 && off % 8 == 0) {
+      Store64(reinterpret_cast<uint64_t*>(dst), payload[i]);
+      Flush(dst, 8);
+    } else {
+      CopyNt(dst, payload + i, len);
+    }
+    i += dw;
+  }
+  Fence();
+  return i == words;
+}
+
+}  // namespace
+
+RedoSlotHeader* RedoLog::slot_header(int slot) const {
+  const auto& h = pool_->header();
+  return pool_->at<RedoSlotHeader>(h.redo_off + uint64_t(slot) * h.redo_slot_size);
+}
+
+size_t RedoLog::capacity() const { return pool_->header().redo_slot_size - sizeof(RedoSlotHeader); }
+
+int RedoLog::AcquireSlot() {
+  const int n = static_cast<int>(pool_->header().redo_slots);
+  const uint64_t me = pool_->mount_token();
+  // Start at a per-thread position so threads rarely collide.
+  static thread_local unsigned start = static_cast<unsigned>(reinterpret_cast<uintptr_t>(&start) >> 6);
+  for (int round = 0;; round++) {
+    for (int k = 0; k < n; k++) {
+      int s = static_cast<int>((start + k) % n);
+      uint64_t expect = 0;
+      if (pool_->shared()->redo_owner[s].compare_exchange_strong(expect, me)) {
+        start = s + 1;
+        return s;
+      }
+    }
+    // All slots busy: maybe their owners died.
+    if (round % 64 == 63) RecoverDead();
+    sched_yield();
+  }
+}
+
+void RedoLog::ReleaseSlot(int slot) { pool_->shared()->redo_owner[slot].store(0); }
+
+Status RedoLog::Commit(const Tx& tx) {
+  if (tx.empty()) return Status::Ok();
+  size_t bytes = tx.payload_bytes();
+  if (bytes > capacity()) return Status::Error(E2BIG, "redo transaction too large");
+  int slot = AcquireSlot();
+  RedoSlotHeader* h = slot_header(slot);
+  auto* payload = reinterpret_cast<uint64_t*>(h + 1);
+  // 1. Payload, durable before the header that validates it.
+  CopyNt(payload, tx.buf_.data(), bytes);
+  // 2. Header with checksum: once durable, the transaction is committed.
+  RedoSlotHeader nh{};
+  nh.seq = 1;
+  nh.bytes = static_cast<uint32_t>(bytes);
+  nh.crc = SlotCrc(&nh, tx.buf_.data());
+  Fence();
+  Write(h, &nh, sizeof nh);
+  Persist(h, sizeof nh);
+  // 3. Apply (ends with a fence), 4. retire the record.
+  ApplyRecords(pool_, tx.buf_.data(), bytes);
+  Store64(&h->seq, 0);
+  Persist(&h->seq, 8);
+  ReleaseSlot(slot);
+  return Status::Ok();
+}
+
+bool RedoLog::ReplaySlot(int slot) {
+  RedoSlotHeader* h = slot_header(slot);
+  if (Load64(&h->seq) == 0) return false;
+  bool valid = h->bytes <= capacity() && h->bytes % 8 == 0 &&
+               h->crc == SlotCrc(h, reinterpret_cast<const uint64_t*>(h + 1));
+  bool applied = valid && ApplyRecords(pool_, reinterpret_cast<const uint64_t*>(h + 1), h->bytes);
+  // Uncommitted (torn) or replayed: either way the slot is retired.
+  Store64(&h->seq, 0);
+  Persist(&h->seq, 8);
+  return applied;
+}
+
+int RedoLog::RecoverAll() {
+  int n = 0;
+  for (int s = 0; s < static_cast<int>(pool_->header().redo_slots); s++) n += ReplaySlot(s) ? 1 : 0;
+  return n;
+}
+
+int RedoLog::RecoverDead() {
+  PoolLock lock(pool_, LockId::kRecovery);
+  SharedState* sh = pool_->shared();
+  int n = 0;
+  for (int s = 0; s < static_cast<int>(pool_->header().redo_slots); s++) {
+    uint64_t owner = sh->redo_owner[s].load();
+    if (owner == 0) continue;
+    int64_t pid = -1;
+    for (auto& m : sh->mounts)
+      if (m.token.load() == owner) pid = m.pid.load();
+    bool dead = pid <= 0 || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH);
+    if (!dead) continue;
+    n += ReplaySlot(s) ? 1 : 0;
+    sh->redo_owner[s].store(0);
+  }
+  // Forget mounts of dead processes so the last clean close can tell.
+  return n;
+}
+
+}  // namespace mapfs::medium

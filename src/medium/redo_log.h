@@ -1,0 +1,77 @@
+// Redo log: makes a group of stores to the pool atomic across a crash.
+//
+// A transaction (Tx) is built in DRAM as a list of (pool offset, bytes)
+// records. Commit writes it into a free slot, checksums it, persists it, then
+// applies every record to the pool, persists, and clears the slot. Recovery
+// re-applies every slot whose checksum is valid: records hold absolute new
+// values, so applying twice is harmless (replay is idempotent), and a slot
+// whose checksum does not match was never committed, so nothing of it was
+// applied.
+//
+// Slots are owned per call (not per thread): any number of threads and
+// processes commit concurrently as long as a slot is free. Callers hold
+// whatever lock protects the state they change; the log itself only
+// serialises on slot ownership.
+//
+// Slot layout (docs/FORMAT.md):
+//   RedoSlotHeader (64 bytes) | records: {u64 off, u64 len, data padded to 8}
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "common/status.h"
+
+namespace mapfs::medium {
+
+class Pool;
+
+struct RedoSlotHeader {
+  uint64_t seq;        // nonzero while the slot holds a committed record set
+  uint32_t bytes;      // payload bytes after the header
+  uint32_t crc;        // crc32c over seq, bytes and the payload
+  uint64_t reserved[6];
+};
+static_assert(sizeof(RedoSlotHeader) == 64);
+
+class Tx {
+ public:
+  // Records an 8-byte store; applied with a single atomic store, so a reader
+  // that does not hold the caller's lock still never sees a torn word.
+  void Put64(uint64_t pool_off, uint64_t value);
+  // Records a store of `len` bytes.
+  void PutBytes(uint64_t pool_off, const void* data, size_t len);
+  bool empty() const { return buf_.empty(); }
+  size_t payload_bytes() const { return buf_.size() * 8; }
+  void Clear() { buf_.clear(); }
+
+ private:
+  friend class RedoLog;
+  std::vector<uint64_t> buf_;
+};
+
+class RedoLog {
+ public:
+  explicit RedoLog(Pool* pool) : pool_(pool) {}
+
+  // Largest payload one transaction may carry.
+  size_t capacity() const;
+  // Commits and applies `tx` atomically. E2BIG if it does not fit a slot.
+  Status Commit(const Tx& tx);
+  // Replays every committed slot (exclusive open, nobody else running).
+  // Returns the number of slots replayed.
+  int RecoverAll();
+  // Replays the slots of mounts whose process has died (a robust lock
+  // reported its owner dead). Safe while other processes run.
+  int RecoverDead();
+
+ private:
+  int AcquireSlot();
+  void ReleaseSlot(int slot);
+  bool ReplaySlot(int slot);  // true if a committed record was applied
+  RedoSlotHeader* slot_header(int slot) const;
+
+  Pool* pool_;
+};
+
+}  // namespace mapfs::medium

@@ -1,0 +1,46 @@
+// Volatile state shared by every process that has one pool open: robust
+// locks, redo-slot ownership, the list of mounts, and scratch areas the vm
+// and space layers lay out themselves. It lives in a POSIX shared-memory
+// object named after the pool's UUID (/dev/shm/mapfs-<uuid>), is rebuilt by
+// the first process to open the pool, and holds nothing that must survive a
+// crash.
+#pragma once
+
+#include <pthread.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace mapfs::medium {
+
+// Locks the core takes across processes. A holder that dies leaves the lock
+// "owner dead"; the next taker replays the dead process's redo records first.
+enum class LockId : int { kPpt = 0, kSpace = 1, kRecovery = 2, kCount = 3 };
+
+constexpr int kMaxRedoSlots = 64;
+constexpr int kMaxMounts = 256;
+constexpr size_t kVmSharedBytes = 72 * 1024;
+constexpr size_t kSpaceSharedBytes = 4 * 1024;
+
+struct MountEntry {
+  std::atomic<uint64_t> token;  // 0 = free; otherwise unique per mount
+  std::atomic<int64_t> pid;
+};
+
+struct SharedState {
+  uint64_t magic;
+  uint64_t layout_version;
+  uint8_t uuid[16];
+  pthread_mutex_t locks[static_cast<int>(LockId::kCount)];
+  std::atomic<uint64_t> redo_owner[kMaxRedoSlots];  // mount token holding each slot
+  MountEntry mounts[kMaxMounts];
+  std::atomic<uint64_t> next_token;
+  alignas(64) unsigned char vm[kVmSharedBytes];        // vm::SharedVm
+  alignas(64) unsigned char space[kSpaceSharedBytes];  // space layer
+};
+
+constexpr uint64_t kSharedMagic = 0x4d415046534d454dull;  // "MAPFSMEM"
+constexpr uint64_t kSharedLayoutVersion = 1;
+
+}  // namespace mapfs::medium

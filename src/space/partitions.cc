@@ -1,0 +1,212 @@
+#include "space/partitions.h"
+
+#include "common/log.h"
+#include "space/partition_op.h"
+
+namespace mapfs::space {
+
+// ---------------------------------------------------------------- Partitions
+
+Partitions::Partitions(medium::Pool* pool, vm::Vm* vm)
+    : pool_(pool), vm_(vm), top_(static_cast<int>(pool->header().top_level)) {}
+
+Result<std::unique_ptr<Partitions>> Partitions::Open(medium::Pool* pool, vm::Vm* vm) {
+  std::unique_ptr<Partitions> p(new Partitions(pool, vm));
+  if (pool->needs_recovery()) MAPFS_RETURN_IF_ERROR(p->Reconcile());
+  return p;
+}
+
+Result<uint64_t> Partitions::Alloc(int k) {
+  if (k < 0 || k >= top_) return Status::Error(EINVAL, "no partition level " + std::to_string(k));
+  medium::PoolLock lock(pool_, medium::LockId::kSpace);
+  Op op(this);
+  uint64_t root = op.Root();
+  if (root == kAllocated) return Status::Error(ENOSPC, "no free partition");
+  if (root == kEmpty) {
+    auto m = op.InitNode(0, top_, k < 3 ? k : 0);
+    if (!m.ok()) return m.status();
+    op.SetRoot(kPartitioned);
+  }
+  auto rm = op.NodeMask(0, top_);
+  if (!rm.ok()) return rm.status();
+  if ((*rm & (1u << k)) == 0)
+    return Status::Error(ENOSPC, "no free L" + std::to_string(k) + " partition (" +
+                                     FormatSize(LevelSize(k)) + ")");
+
+  std::vector<Op::Node> path;
+  Op::Node node{0, top_};
+  uint64_t result = 0;
+  for (;;) {
+    path.push_back(node);
+    auto w0 = op.W0(node.voff, node.level);
+    if (!w0.ok()) return w0.status();
+    if (node.level == 3) {
+      uint64_t kind = *w0 & 0xffff;
+      if (kind != static_cast<uint64_t>(k)) return Status::Error(EUCLEAN, "availability mask disagrees with an L3 header");
+      int n = Op::L3Children(kind);
+      int found = -1;
+      for (int w = 0; w < (n + 63) / 64 && found < 0; w++) {
+        auto bits = op.Get(Op::Word(node.voff, 3, 1 + w));
+        if (!bits.ok()) return bits.status();
+        uint64_t valid = n - 64 * w >= 64 ? ~uint64_t{0} : (uint64_t{1} << (n - 64 * w)) - 1;
+        uint64_t free = ~*bits & valid;
+        if (free) {
+          int b = std::countr_zero(free);
+          found = 64 * w + b;
+          MAPFS_RETURN_IF_ERROR(op.Set(Op::Word(node.voff, 3, 1 + w), *bits | (uint64_t{1} << b)));
+        }
+      }
+      if (found < 0) return Status::Error(EUCLEAN, "availability mask disagrees with an L3 bitmap");
+      result = node.voff + uint64_t(found) * LevelSize(k);
+      break;
+    }
+    int c = node.level - 1;
+    int pick = -1;
+    if (c == k) {
+      for (int i = 1; i < 8 && pick < 0; i++)
+        if (Op::StateOf(*w0, i) == kEmpty) pick = i;
+      if (pick < 0) return Status::Error(EUCLEAN, "availability mask disagrees with a header");
+      MAPFS_RETURN_IF_ERROR(op.Set(Op::Word(node.voff, node.level, 0), Op::WithState(*w0, pick, kAllocated)));
+      result = node.voff + uint64_t(pick) * LevelSize(c);
+      break;
+    }
+    // Prefer filling a Partitioned child (packs small partitions together)
+    // over splitting an Empty one.
+    for (int i = 0; i < 8 && pick < 0; i++) {
+      if (Op::StateOf(*w0, i) != kPartitioned) continue;
+      auto m = op.StoredMask(node.voff, node.level, i);
+      if (!m.ok()) return m.status();
+      if (*m & (1u << k)) pick = i;
+    }
+    uint64_t child = 0;
+    if (pick >= 0) {
+      child = node.voff + uint64_t(pick) * LevelSize(c);
+    } else {
+      for (int i = 1; i < 8 && pick < 0; i++)
+        if (Op::StateOf(*w0, i) == kEmpty) pick = i;
+      if (pick < 0) return Status::Error(EUCLEAN, "availability mask disagrees with a header");
+      child = node.voff + uint64_t(pick) * LevelSize(c);
+      auto m = op.InitNode(child, c, k < 3 ? k : 0);
+      if (!m.ok()) return m.status();
+      MAPFS_RETURN_IF_ERROR(op.Set(Op::Word(node.voff, node.level, 0), Op::WithState(*w0, pick, kPartitioned)));
+    }
+    node = {child, c};
+  }
+  MAPFS_RETURN_IF_ERROR(op.FixMasks(path));
+  MAPFS_RETURN_IF_ERROR(op.Commit());
+  return result;
+}
+
+Status Partitions::Free(uint64_t voff) {
+  medium::PoolLock lock(pool_, medium::LockId::kSpace);
+  Op op(this);
+  const Status not_allocated = Status::Error(EINVAL, "no allocated partition starts at virtual offset " + std::to_string(voff));
+  uint64_t root = op.Root();
+  if (root == kEmpty) return not_allocated;
+  if (root == kAllocated) {
+    if (voff != 0) return not_allocated;
+    op.SetRoot(kEmpty);
+    MAPFS_RETURN_IF_ERROR(op.Commit());
+    return vm_->Unmap(0, LevelSize(top_));
+  }
+  if (voff >= LevelSize(top_)) return not_allocated;
+
+  std::vector<Op::Node> path;
+  Op::Node node{0, top_};
+  for (;;) {
+    path.push_back(node);
+    auto w0 = op.W0(node.voff, node.level);
+    if (!w0.ok()) return w0.status();
+    if (node.level == 3) {
+      uint64_t kind = *w0 & 0xffff;
+      uint64_t off = voff - node.voff;
+      if (kind > 2 || off % LevelSize(static_cast<int>(kind)) != 0) return not_allocated;
+      uint64_t i = off / LevelSize(static_cast<int>(kind));
+      auto bits = op.Get(Op::Word(node.voff, 3, 1 + static_cast<int>(i / 64)));
+      if (!bits.ok()) return bits.status();
+      uint64_t bit = uint64_t{1} << (i % 64);
+      if (i == 0 || (*bits & bit) == 0) return not_allocated;
+      MAPFS_RETURN_IF_ERROR(op.Set(Op::Word(node.voff, 3, 1 + static_cast<int>(i / 64)), *bits & ~bit));
+      op.discards.push_back({voff, LevelSize(static_cast<int>(kind))});
+      break;
+    }
+    int c = node.level - 1;
+    int i = static_cast<int>((voff - node.voff) >> LevelShift(c));
+    uint64_t s = Op::StateOf(*w0, i);
+    uint64_t child = node.voff + uint64_t(i) * LevelSize(c);
+    if (s == kAllocated && child == voff) {
+      MAPFS_RETURN_IF_ERROR(op.Set(Op::Word(node.voff, node.level, 0), Op::WithState(*w0, i, kEmpty)));
+      op.unmaps.push_back({voff, LevelSize(c)});
+      break;
+    }
+    if (s != kPartitioned) return not_allocated;
+    node = {child, c};
+  }
+
+  // Merge: a node left with nothing but its header chain becomes Empty in
+  // its parent — unless it is child 0, which holds the parent's header and
+  // stays Partitioned while the parent is.
+  for (size_t j = path.size(); j-- > 0;) {
+    const Op::Node& n = path[j];
+    auto empty = op.IsEmpty(n.voff, n.level);
+    if (!empty.ok()) return empty.status();
+    if (!*empty) break;
+    if (j == 0) {
+      op.SetRoot(kEmpty);
+      op.unmaps = {{0, LevelSize(top_)}};
+      op.discards.clear();
+      break;
+    }
+    const Op::Node& parent = path[j - 1];
+    int idx = static_cast<int>((n.voff - parent.voff) >> LevelShift(parent.level - 1));
+    if (idx == 0) continue;
+    auto pw0 = op.W0(parent.voff, parent.level);
+    if (!pw0.ok()) return pw0.status();
+    MAPFS_RETURN_IF_ERROR(op.Set(Op::Word(parent.voff, parent.level, 0), Op::WithState(*pw0, idx, kEmpty)));
+    op.unmaps.push_back({n.voff, LevelSize(n.level)});
+  }
+  MAPFS_RETURN_IF_ERROR(op.FixMasks(path));
+  MAPFS_RETURN_IF_ERROR(op.Commit());
+  // Still under the lock: nobody may reuse the range before its pages are
+  // gone. A crash before this point is repaired by Reconcile().
+  for (auto& [v, len] : op.unmaps) MAPFS_RETURN_IF_ERROR(vm_->Unmap(v, len));
+  for (auto& [v, len] : op.discards) {
+    bool covered = false;
+    for (auto& [u, ulen] : op.unmaps) covered |= v >= u && v + len <= u + ulen;
+    if (!covered) MAPFS_RETURN_IF_ERROR(vm_->Discard(v, len));
+  }
+  return Status::Ok();
+}
+
+Result<int> Partitions::LevelOf(uint64_t voff) {
+  medium::PoolLock lock(pool_, medium::LockId::kSpace);
+  Op op(this);
+  const Status not_allocated = Status::Error(EINVAL, "no allocated partition starts at virtual offset " + std::to_string(voff));
+  uint64_t root = op.Root();
+  if (root == kAllocated) return voff == 0 ? Result<int>(top_) : Result<int>(not_allocated);
+  if (root != kPartitioned || voff >= LevelSize(top_)) return not_allocated;
+  Op::Node node{0, top_};
+  for (;;) {
+    auto w0 = op.W0(node.voff, node.level);
+    if (!w0.ok()) return w0.status();
+    if (node.level == 3) {
+      int kind = static_cast<int>(*w0 & 0xffff);
+      uint64_t off = voff - node.voff;
+      if (kind > 2 || off % LevelSize(kind) != 0) return not_allocated;
+      uint64_t i = off / LevelSize(kind);
+      auto bits = op.Get(Op::Word(node.voff, 3, 1 + static_cast<int>(i / 64)));
+      if (!bits.ok()) return bits.status();
+      if (i == 0 || ((*bits >> (i % 64)) & 1) == 0) return not_allocated;
+      return kind;
+    }
+    int c = node.level - 1;
+    int i = static_cast<int>((voff - node.voff) >> LevelShift(c));
+    uint64_t s = Op::StateOf(*w0, i);
+    uint64_t child = node.voff + uint64_t(i) * LevelSize(c);
+    if (s == kAllocated && child == voff) return c;
+    if (s != kPartitioned) return not_allocated;
+    node = {child, c};
+  }
+}
+
+}  // namespace mapfs::space

@@ -1,0 +1,170 @@
+#include "vm/page_alloc.h"
+
+#include <fcntl.h>
+
+#include <atomic>
+#include <bit>
+
+#include "common/units.h"
+#include "medium/persist.h"
+#include "medium/pool.h"
+#include "vm/shared_vm.h"
+
+namespace mapfs::vm {
+
+using medium::Persist;
+
+namespace {
+std::atomic_ref<uint64_t> Ref(uint64_t* w) { return std::atomic_ref<uint64_t>(*w); }
+constexpr uint64_t kWordsPerChunk = kPagesPerChunk / 64;
+constexpr uint64_t kPunchMin = 64 * 1024;
+}  // namespace
+
+PageAllocator::PageAllocator(medium::Pool* pool)
+    : pool_(pool),
+      bitmap_(pool->at<uint64_t>(pool->header().bitmap_off)),
+      pages_(pool->size() / kPageSize),
+      words_(pool->header().bitmap_bytes / 8),
+      first_data_page_(pool->header().meta_end / kPageSize) {}
+
+void PageAllocator::SetBits(uint64_t first, uint64_t n, bool used) {
+  uint64_t p = first;
+  uint64_t end = first + n;
+  while (p < end) {
+    uint64_t w = p / 64;
+    uint64_t lo = p % 64;
+    uint64_t cnt = std::min<uint64_t>(64 - lo, end - p);
+    uint64_t mask = cnt == 64 ? ~uint64_t{0} : ((uint64_t{1} << cnt) - 1) << lo;
+    if (used)
+      Ref(word(w)).fetch_or(mask);
+    else
+      Ref(word(w)).fetch_and(~mask);
+    medium::TraceStore(word(w), 8);
+    p += cnt;
+  }
+  medium::Flush(word(first / 64), ((end - 1) / 64 - first / 64 + 1) * 8);
+  medium::Fence();
+}
+
+Result<uint64_t> PageAllocator::AllocChunk() {
+  auto* sh = VmShared(pool_->shared());
+  const uint64_t nchunks = pages_ / kPagesPerChunk;
+  const uint64_t first = first_data_page_ / kPagesPerChunk;
+  uint64_t start = sh->chunk_cursor.load(std::memory_order_relaxed);
+  if (start < first || start >= nchunks) start = first;
+  for (uint64_t k = 0; k < nchunks - first; k++) {
+    uint64_t c = start + k;
+    if (c >= nchunks) c -= nchunks - first;
+    uint64_t w0 = c * kWordsPerChunk;
+    bool free = true;
+    for (uint64_t i = 0; i < kWordsPerChunk && free; i++) free = Ref(word(w0 + i)).load() == 0;
+    if (!free) continue;
+    // Claim word by word; back out if another allocator got in first.
+    uint64_t got = 0;
+    for (; got < kWordsPerChunk; got++) {
+      uint64_t expect = 0;
+      if (!Ref(word(w0 + got)).compare_exchange_strong(expect, ~uint64_t{0})) break;
+    }
+    if (got < kWordsPerChunk) {
+      for (uint64_t i = 0; i < got; i++) Ref(word(w0 + i)).store(0);
+      continue;
+    }
+    medium::TraceStore(word(w0), kWordsPerChunk * 8);
+    Persist(word(w0), kWordsPerChunk * 8);
+    sh->chunk_cursor.store(c + 1, std::memory_order_relaxed);
+    return c * kChunkSize;
+  }
+  return Status::Error(ENOSPC, "pool is full: no free 2 MiB chunk");
+}
+
+Result<uint64_t> PageAllocator::AllocPage() {
+  auto* sh = VmShared(pool_->shared());
+  const uint64_t first_w = first_data_page_ / 64;
+  uint64_t start = sh->page_cursor.load(std::memory_order_relaxed);
+  if (start < first_w || start >= words_) start = first_w;
+  // Two passes: first only words that are partly used (so single pages do
+  // not break up free chunks), then any word.
+  for (int pass = 0; pass < 2; pass++) {
+    for (uint64_t k = 0; k < words_ - first_w; k++) {
+      uint64_t w = start + k;
+      if (w >= words_) w -= words_ - first_w;
+      uint64_t v = Ref(word(w)).load(std::memory_order_relaxed);
+      while (v != ~uint64_t{0} && (pass == 1 || v != 0)) {
+        int bit = std::countr_one(v);
+        uint64_t page = w * 64 + static_cast<uint64_t>(bit);
+        if (page >= pages_) break;
+        uint64_t mask = uint64_t{1} << bit;
+        uint64_t old = Ref(word(w)).fetch_or(mask);
+        if ((old & mask) == 0) {
+          medium::TraceStore(word(w), 8);
+          Persist(word(w), 8);
+          sh->page_cursor.store(w, std::memory_order_relaxed);
+          return page * kPageSize;
+        }
+        v = old | mask;
+      }
+    }
+  }
+  return Status::Error(ENOSPC, "pool is full: no free page");
+}
+
+void PageAllocator::Discard(uint64_t off, uint64_t len) {
+  // Punching a hole returns the memory of a DRAM-backed pool and makes the
+  // range read as zero; a DAX device cannot punch, so zero it instead. Small
+  // ranges are cheaper to zero than to punch (a system call and a refault).
+  if (len < kPunchMin || ::fallocate(pool_->fd(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(off),
+                  static_cast<off_t>(len)) != 0) {
+    medium::ZeroNt(pool_->base() + off, len);
+    medium::Fence();
+  } else {
+    medium::TraceStore(pool_->base() + off, len);  // the hole is a store of zeros
+  }
+}
+
+void PageAllocator::FreePages(uint64_t off, uint64_t npages) {
+  Discard(off, npages * kPageSize);
+  SetBits(off / kPageSize, npages, false);
+}
+
+bool PageAllocator::IsUsed(uint64_t off) const {
+  uint64_t p = off / kPageSize;
+  return (Ref(word(p / 64)).load() >> (p % 64)) & 1;
+}
+
+uint64_t PageAllocator::UsedPages() const {
+  uint64_t n = 0;
+  for (uint64_t w = 0; w < words_; w++) n += std::popcount(Ref(word(w)).load(std::memory_order_relaxed));
+  return n;
+}
+
+uint64_t PageAllocator::FreeChunks() const {
+  uint64_t n = 0;
+  for (uint64_t c = first_data_page_ / kPagesPerChunk; c < pages_ / kPagesPerChunk; c++) {
+    bool free = true;
+    for (uint64_t i = 0; i < kWordsPerChunk && free; i++) free = Ref(word(c * kWordsPerChunk + i)).load() == 0;
+    n += free ? 1 : 0;
+  }
+  return n;
+}
+
+std::pair<uint64_t, uint64_t> PageAllocator::Reconcile(const std::vector<uint64_t>& referenced) {
+  uint64_t leaked = 0, unmarked = 0;
+  for (uint64_t w = 0; w < words_; w++) {
+    uint64_t have = Ref(word(w)).load();
+    uint64_t want = referenced[w];
+    if (have == want) continue;
+    uint64_t extra = have & ~want;
+    uint64_t missing = want & ~have;
+    unmarked += std::popcount(missing);
+    for (uint64_t b = extra; b; b &= b - 1) {
+      uint64_t page = w * 64 + std::countr_zero(b);
+      Discard(page * kPageSize, kPageSize);
+      leaked++;
+    }
+    medium::Store64(word(w), want);
+    Persist(word(w), 8);
+  }
+  return {leaked, unmarked};
+}
+
+}  // namespace mapfs::vm

@@ -1,0 +1,487 @@
+#include "vm/vm.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
+#include "common/log.h"
+#include "common/units.h"
+#include "medium/persist.h"
+#include "medium/pool.h"
+#include "vm/fault.h"
+#include "vm/ppt_format.h"
+#include "vm/shared_vm.h"
+
+namespace mapfs::vm {
+
+using medium::Load64;
+using medium::LockId;
+using medium::Persist;
+using medium::PoolLock;
+using medium::Store64;
+
+namespace {
+constexpr uint64_t kGiB = uint64_t{1} << 30;
+constexpr uint64_t kChunksPerGiB = kGiB / kChunkSize;
+}  // namespace
+
+// ---------------------------------------------------------------- open/close
+
+Vm::Vm(medium::Pool* pool, const VmOptions& opt)
+    : pool_(pool), opt_(opt), pages_(pool), token_(pool->mount_token()) {}
+
+Result<std::unique_ptr<Vm>> Vm::Open(medium::Pool* pool, const VmOptions& opt) {
+  std::unique_ptr<Vm> vm(new Vm(pool, opt));
+  MAPFS_RETURN_IF_ERROR(vm->Reserve());
+  vm->seen_seq_ = VmShared(pool->shared())->inval_seq.load();
+  if (pool->needs_recovery()) {
+    RebuildReport r = vm->Rebuild();
+    MAPFS_LOG("vm recovery: %llu pages referenced, %llu leaked pages reclaimed, %llu unmarked fixed, "
+              "%llu double references, %llu bad entries",
+              (unsigned long long)r.referenced_pages, (unsigned long long)r.leaked_reclaimed,
+              (unsigned long long)r.unmarked_fixed, (unsigned long long)r.double_refs,
+              (unsigned long long)r.bad_entries);
+  }
+  MAPFS_RETURN_IF_ERROR(RegisterFaultRegion(vm.get()));
+  return vm;
+}
+
+Status Vm::Reserve() {
+  size_ = uint64_t{1} << pool_->header().vspace_shift;
+  uint64_t align = std::min<uint64_t>(size_, kGiB);
+  reserve_len_ = size_ + align;
+  void* m = ::mmap(nullptr, reserve_len_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (m == MAP_FAILED) return Status::FromErrno("cannot reserve " + FormatSize(size_) + " of address space");
+  reserve_ = static_cast<char*>(m);
+  base_ = reinterpret_cast<char*>(AlignUp(reinterpret_cast<uintptr_t>(reserve_), align));
+  chunk_dir_ = std::vector<std::atomic<std::atomic<uint16_t>*>>((size_ + kGiB - 1) / kGiB);
+  return Status::Ok();
+}
+
+Vm::~Vm() {
+  UnregisterFaultRegion(this);
+  if (reserve_ != nullptr) ::munmap(reserve_, reserve_len_);
+  for (auto& p : chunk_dir_) delete[] p.load();
+}
+
+// ---------------------------------------------------------------- PPT access
+
+uint64_t* Vm::Slot(uint64_t voff, int level, bool create, Status* err) {
+  auto* table = pool_->at<uint64_t>(pool_->header().ppt_root_off);
+  for (int l = ppt::kLevels - 1; l > level; --l) {
+    uint64_t* e = &table[ppt::Index(voff, l)];
+    uint64_t v = Load64(e);
+    if (!ppt::IsPresent(v)) {
+      if (!create) return nullptr;
+      auto pg = pages_.AllocPage();  // free pages are zero: an empty table
+      if (!pg.ok()) {
+        if (err) *err = pg.status();
+        return nullptr;
+      }
+      v = ppt::Table(*pg);
+      Store64(e, v);
+      Persist(e, 8);
+    } else if (ppt::IsLeaf(v)) {
+      if (err) *err = Status::Error(EEXIST, "leaf above requested level");
+      return nullptr;
+    }
+    if (ppt::Target(v) + kPageSize > pool_->size()) {
+      if (err) *err = Status::Error(EUCLEAN, "PPT entry points outside the pool");
+      return nullptr;
+    }
+    table = pool_->at<uint64_t>(ppt::Target(v));
+  }
+  return &table[ppt::Index(voff, level)];
+}
+
+Result<uint64_t> Vm::Translate(uint64_t voff) const {
+  if (voff >= size_) return Status::Error(EINVAL, "offset outside the region");
+  auto* table = pool_->at<uint64_t>(pool_->header().ppt_root_off);
+  for (int l = ppt::kLevels - 1; l >= 0; --l) {
+    uint64_t v = Load64(&table[ppt::Index(voff, l)]);
+    if (!ppt::IsPresent(v)) return Status::Error(ENOENT, "not mapped");
+    uint64_t t = ppt::Target(v);
+    if (t >= pool_->size()) return Status::Error(EUCLEAN, "PPT entry points outside the pool");
+    if (ppt::IsLeaf(v) || l == 0) return t + (voff & (ppt::Reach(l) - 1));
+    table = pool_->at<uint64_t>(t);
+  }
+  return Status::Error(ENOENT, "not mapped");
+}
+
+char* Vm::PoolPtr(uint64_t voff) const {
+  auto t = Translate(voff);
+  return t.ok() ? pool_->base() + *t : nullptr;
+}
+
+// Replaces a chunk leaf by an equivalent table of 512 PTEs. The mapping it
+// describes does not change, so this needs no redo record and no notice to
+// other processes: a crash either side of the store sees the same pages.
+Status Vm::SplitLeaf(uint64_t* pmd) {
+  uint64_t e = Load64(pmd);
+  auto pg = pages_.AllocPage();
+  if (!pg.ok()) return pg.status();
+  auto* t = pool_->at<uint64_t>(*pg);
+  for (int i = 0; i < ppt::kEntries; i++) t[i] = ppt::Leaf(ppt::Target(e) + uint64_t(i) * kPageSize);
+  medium::TraceStore(t, kPageSize);
+  Persist(t, kPageSize);
+  Store64(pmd, ppt::Table(*pg));
+  Persist(pmd, 8);
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- mapping
+
+std::atomic<uint16_t>& Vm::ChunkState(uint64_t chunk) {
+  auto& slot = chunk_dir_[chunk / kChunksPerGiB];
+  std::atomic<uint16_t>* arr = slot.load(std::memory_order_acquire);
+  if (arr == nullptr) {
+    auto* fresh = new std::atomic<uint16_t>[kChunksPerGiB]();
+    if (slot.compare_exchange_strong(arr, fresh))
+      arr = fresh;
+    else
+      delete[] fresh;
+  }
+  return arr[chunk % kChunksPerGiB];
+}
+
+void Vm::MapChunk(uint64_t chunk) {
+  uint64_t voff = chunk * kChunkSize;
+  auto& st = ChunkState(chunk);
+  uint64_t* pmd = Slot(voff, 1, false, nullptr);
+  uint64_t e = pmd ? Load64(pmd) : 0;
+  uint16_t runs = 0;
+  const int prot = PROT_READ | PROT_WRITE;
+  const int flags = pool_->map_flags() | MAP_FIXED;
+  if (ppt::IsLeaf(e)) {
+    if (::mmap(base_ + voff, kChunkSize, prot, flags, pool_->fd(), static_cast<off_t>(ppt::Target(e))) != MAP_FAILED)
+      runs = 1;
+  } else if (ppt::IsTable(e)) {
+    // Pages the table does not map must stay inaccessible.
+    ::mmap(base_ + voff, kChunkSize, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+    auto* t = pool_->at<uint64_t>(ppt::Target(e));
+    int i = 0;
+    while (i < ppt::kEntries) {
+      uint64_t v = Load64(&t[i]);
+      if (!ppt::IsPresent(v)) {
+        i++;
+        continue;
+      }
+      int j = i + 1;
+      while (j < ppt::kEntries && Load64(&t[j]) == ppt::Leaf(ppt::Target(v) + uint64_t(j - i) * kPageSize)) j++;
+      if (::mmap(base_ + voff + uint64_t(i) * kPageSize, uint64_t(j - i) * kPageSize, prot, flags, pool_->fd(),
+                 static_cast<off_t>(ppt::Target(v))) != MAP_FAILED)
+        runs++;
+      i = j;
+    }
+  }
+  uint16_t old = st.exchange(runs);
+  mapped_runs_ += runs;
+  mapped_runs_ -= old;
+  if (old == 0 && runs != 0) mapped_chunks_++;
+  if (old != 0 && runs == 0) mapped_chunks_--;
+  if (runs > 1) EnforceBudget();
+}
+
+Status Vm::Map(uint64_t voff, uint64_t len) {
+  if (len == 0) return Status::Ok();
+  if (voff >= size_ || len > size_ - voff) return Status::Error(EINVAL, "range outside the region");
+  for (uint64_t c = voff / kChunkSize; c <= (voff + len - 1) / kChunkSize; c++) {
+    if (ChunkState(c).load(std::memory_order_acquire) != 0) continue;
+    std::lock_guard<std::mutex> g(map_mu_);
+    if (ChunkState(c).load() == 0) MapChunk(c);
+  }
+  return Status::Ok();
+}
+
+void Vm::InvalidateLocal(uint64_t voff, uint64_t len) {
+  // Whole chunks: a chunk is either mapped as the PPT said when it was
+  // mapped, or not at all, so the run count stays exact.
+  uint64_t c0 = voff / kChunkSize, c1 = (voff + len - 1) / kChunkSize;
+  std::lock_guard<std::mutex> g(map_mu_);
+  DropLocal(c0 * kChunkSize, (c1 - c0 + 1) * kChunkSize);
+}
+
+void Vm::DropLocal(uint64_t voff, uint64_t len) {
+  uint64_t c0 = voff / kChunkSize, c1 = (voff + len - 1) / kChunkSize;
+  ::mmap(base_ + voff, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+  for (uint64_t c = c0; c <= c1; c++) {
+    auto& slot = chunk_dir_[c / kChunksPerGiB];
+    std::atomic<uint16_t>* arr = slot.load();
+    if (arr == nullptr) {
+      c = (c / kChunksPerGiB + 1) * kChunksPerGiB - 1;  // nothing mapped in this GiB
+      continue;
+    }
+    uint16_t old = arr[c % kChunksPerGiB].exchange(0);
+    mapped_runs_ -= old;
+    if (old) mapped_chunks_--;
+  }
+}
+
+void Vm::RemapLocal(uint64_t voff, uint64_t len) {
+  uint64_t end = voff + len;
+  uint64_t p = voff;
+  while (p < end) {
+    uint64_t chunk_end = std::min(end, AlignDown(p, kChunkSize) + kChunkSize);
+    auto& st = ChunkState(p / kChunkSize);
+    uint16_t runs = st.load();
+    if (runs == 0) {  // not mapped here: the next touch maps it
+      p = chunk_end;
+      continue;
+    }
+    uint16_t added = 0;
+    bool failed = false;
+    while (p < chunk_end && !failed) {
+      // Extend over pages whose targets continue contiguously (or that are
+      // all unbacked), so each run costs one mmap.
+      auto t = Translate(p);
+      uint64_t q = p + kPageSize;
+      while (q < chunk_end) {
+        auto tq = Translate(q);
+        if (t.ok() != tq.ok() || (t.ok() && *tq != *t + (q - p))) break;
+        q += kPageSize;
+      }
+      void* r;
+      if (t.ok())
+        r = ::mmap(base_ + p, q - p, PROT_READ | PROT_WRITE, pool_->map_flags() | MAP_FIXED, pool_->fd(),
+                   static_cast<off_t>(*t));
+      else
+        r = ::mmap(base_ + p, q - p, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+      failed = r == MAP_FAILED;
+      added += 2;  // a run remapped inside another splits it in up to three
+      p = q;
+    }
+    if (failed) {
+      DropLocal(AlignDown(p - 1, kChunkSize), kChunkSize);
+      p = chunk_end;
+      continue;
+    }
+    uint16_t now = static_cast<uint16_t>(std::min<int>(runs + added, 512));
+    st.store(now);
+    mapped_runs_ += now - runs;
+  }
+  EnforceBudget();
+}
+
+void Vm::InvalidateAllLocal() { InvalidateLocal(0, size_); }
+
+void Vm::EnforceBudget() {
+  if (mapped_runs_.load() <= opt_.vma_budget) return;
+  // Unmap every split chunk; they come back on demand.
+  for (size_t g = 0; g < chunk_dir_.size(); g++) {
+    std::atomic<uint16_t>* arr = chunk_dir_[g].load();
+    if (arr == nullptr) continue;
+    for (uint64_t i = 0; i < kChunksPerGiB; i++) {
+      if (arr[i].load() <= 1) continue;
+      uint64_t voff = (g * kChunksPerGiB + i) * kChunkSize;
+      ::mmap(base_ + voff, kChunkSize, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+      uint16_t old = arr[i].exchange(0);
+      mapped_runs_ -= old;
+      mapped_chunks_--;
+    }
+  }
+}
+
+void Vm::Publish(uint64_t voff, uint64_t len) {
+  auto* sh = VmShared(pool_->shared());
+  uint64_t q = sh->inval_seq.load() + 1;
+  InvalEntry& e = sh->ring[q % kInvalRing];
+  e.seq.store(0);
+  e.start.store(voff);
+  e.length.store(len);
+  e.origin.store(token_);
+  e.seq.store(q);
+  sh->inval_seq.store(q);
+}
+
+void Vm::Sync() {
+  auto* sh = VmShared(pool_->shared());
+  uint64_t s = sh->inval_seq.load(std::memory_order_acquire);
+  if (s == seen_seq_.load(std::memory_order_relaxed)) return;
+  std::lock_guard<std::mutex> g(sync_mu_);
+  uint64_t seen = seen_seq_.load();
+  if (s - seen > static_cast<uint64_t>(kInvalRing) / 2) {
+    InvalidateAllLocal();
+    invalidations_++;
+  } else {
+    for (uint64_t q = seen + 1; q <= s; q++) {
+      InvalEntry& e = sh->ring[q % kInvalRing];
+      uint64_t s1 = e.seq.load();
+      uint64_t start = e.start.load(), len = e.length.load(), origin = e.origin.load();
+      uint64_t s2 = e.seq.load();
+      if (s1 != q || s2 != q) {  // overwritten: we fell too far behind
+        InvalidateAllLocal();
+        invalidations_++;
+        break;
+      }
+      if (origin == token_ || len == 0 || start >= size_) continue;
+      InvalidateLocal(start, std::min(len, size_ - start));
+      invalidations_++;
+    }
+  }
+  seen_seq_.store(s);
+}
+
+bool Vm::HandleFault(void* addr) {
+  uint64_t voff = static_cast<uint64_t>(static_cast<char*>(addr) - base_);
+  uint64_t page = AlignDown(voff, kPageSize);
+  if (!Translate(page).ok() && !Populate(page, kPageSize).ok()) return false;
+  std::lock_guard<std::mutex> g(map_mu_);
+  MapChunk(page / kChunkSize);
+  faults_++;
+  // If mapping failed the page is still inaccessible: report it rather than
+  // fault forever.
+  return ChunkState(page / kChunkSize).load() != 0;
+}
+
+// ---------------------------------------------------------------- populate / unmap
+
+Status Vm::Populate(uint64_t voff, uint64_t len) {
+  if (len == 0) return Status::Ok();
+  if (voff >= size_ || len > size_ - voff) return Status::Error(EINVAL, "range outside the region");
+  uint64_t end = voff + len;
+  {
+    PoolLock lock(pool_, LockId::kPpt);
+    for (uint64_t c = voff / kChunkSize; c <= (end - 1) / kChunkSize; c++) {
+      uint64_t cv = c * kChunkSize;
+      Status err;
+      uint64_t* pmd = Slot(cv, 1, true, &err);
+      if (pmd == nullptr) return err;
+      uint64_t e = Load64(pmd);
+      if (!ppt::IsPresent(e)) {
+        auto ch = pages_.AllocChunk();
+        if (!ch.ok()) return ch.status();
+        Store64(pmd, ppt::Leaf(*ch));
+        Persist(pmd, 8);
+      } else if (ppt::IsTable(e)) {
+        auto* t = pool_->at<uint64_t>(ppt::Target(e));
+        uint64_t lo = std::max(voff, cv), hi = std::min(end, cv + kChunkSize);
+        bool changed = false;
+        for (uint64_t p = AlignDown(lo, kPageSize); p < hi; p += kPageSize) {
+          uint64_t* pte = &t[ppt::Index(p, 0)];
+          if (ppt::IsPresent(Load64(pte))) continue;
+          auto pg = pages_.AllocPage();
+          if (!pg.ok()) return pg.status();
+          Store64(pte, ppt::Leaf(*pg));
+          Persist(pte, 8);
+          changed = true;
+        }
+        // Others may have this chunk mapped with these pages inaccessible.
+        if (changed) Publish(cv, kChunkSize);
+      }
+    }
+  }
+  return Map(voff, len);
+}
+
+Status Vm::Unmap(uint64_t voff, uint64_t len) {
+  if (len == 0) return Status::Ok();
+  if (!IsAligned(voff, kPageSize) || !IsAligned(len, kPageSize)) return Status::Error(EINVAL, "unaligned unmap");
+  if (voff >= size_ || len > size_ - voff) return Status::Error(EINVAL, "range outside the region");
+  uint64_t end = voff + len;
+  std::vector<std::pair<uint64_t, uint64_t>> to_free;  // (pool offset, pages)
+  bool changed = false;
+  {
+    PoolLock lock(pool_, LockId::kPpt);
+    for (uint64_t c = voff / kChunkSize; c <= (end - 1) / kChunkSize; c++) {
+      uint64_t cv = c * kChunkSize;
+      uint64_t* pmd = Slot(cv, 1, false, nullptr);
+      if (pmd == nullptr) {
+        c = (c / kChunksPerGiB + 1) * kChunksPerGiB - 1;  // no PMD table: skip the GiB
+        continue;
+      }
+      uint64_t e = Load64(pmd);
+      if (!ppt::IsPresent(e)) continue;
+      bool whole = voff <= cv && end >= cv + kChunkSize;
+      changed = true;
+      if (whole) {
+        Store64(pmd, 0);
+        Persist(pmd, 8);
+        if (ppt::IsLeaf(e)) {
+          to_free.push_back({ppt::Target(e), kPagesPerChunk});
+        } else {
+          auto* t = pool_->at<uint64_t>(ppt::Target(e));
+          for (int i = 0; i < ppt::kEntries; i++)
+            if (ppt::IsPresent(t[i])) to_free.push_back({ppt::Target(t[i]), 1});
+          to_free.push_back({ppt::Target(e), 1});
+        }
+        continue;
+      }
+      if (ppt::IsLeaf(e)) MAPFS_RETURN_IF_ERROR(SplitLeaf(pmd));
+      e = Load64(pmd);
+      auto* t = pool_->at<uint64_t>(ppt::Target(e));
+      uint64_t lo = std::max(voff, cv), hi = std::min(end, cv + kChunkSize);
+      for (uint64_t p = lo; p < hi; p += kPageSize) {
+        uint64_t* pte = &t[ppt::Index(p, 0)];
+        uint64_t v = Load64(pte);
+        if (!ppt::IsPresent(v)) continue;
+        Store64(pte, 0);
+        medium::Flush(pte, 8);
+        to_free.push_back({ppt::Target(v), 1});
+      }
+      medium::Fence();
+      bool empty = true;
+      for (int i = 0; i < ppt::kEntries && empty; i++) empty = !ppt::IsPresent(Load64(&t[i]));
+      if (empty) {
+        Store64(pmd, 0);
+        Persist(pmd, 8);
+        to_free.push_back({ppt::Target(e), 1});
+      }
+    }
+    if (!changed) return Status::Ok();
+    Publish(voff, len);
+    // Pages may be reused only when no durable entry names them: every entry
+    // cleared above was persisted before we get here.
+    for (auto& [off, n] : to_free) pages_.FreePages(off, n);
+  }
+  InvalidateLocal(voff, len);
+  return Status::Ok();
+}
+
+Status Vm::Discard(uint64_t voff, uint64_t len) {
+  if (len == 0) return Status::Ok();
+  if (voff >= size_ || len > size_ - voff) return Status::Error(EINVAL, "range outside the region");
+  PoolLock lock(pool_, LockId::kPpt);
+  uint64_t p = voff, end = voff + len;
+  while (p < end) {
+    uint64_t page_end = std::min(end, AlignDown(p, kPageSize) + kPageSize);
+    auto t = Translate(p);
+    if (t.ok()) {
+      // Extend over following pages that are contiguous in the pool.
+      uint64_t run_end = page_end;
+      while (run_end < end) {
+        auto t2 = Translate(run_end);
+        if (!t2.ok() || *t2 != *t + (run_end - p)) break;
+        run_end = std::min(end, run_end + kPageSize);
+      }
+      uint64_t n = run_end - p;
+      if (IsAligned(*t, kPageSize) && IsAligned(n, kPageSize)) {
+        pages_.Discard(*t, n);
+      } else {
+        medium::ZeroNt(pool_->base() + *t, n);
+        medium::Fence();
+      }
+      p = run_end;
+    } else {
+      p = page_end;
+    }
+  }
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- statistics
+
+VmStats Vm::Stats() const {
+  VmStats s;
+  s.used_pages = pages_.UsedPages();
+  s.total_pages = pages_.TotalPages();
+  s.free_chunks = pages_.FreeChunks();
+  s.mapped_chunks = mapped_chunks_.load();
+  s.mapped_runs = mapped_runs_.load();
+  s.faults = faults_.load();
+  s.invalidations = invalidations_.load();
+  return s;
+}
+
+}  // namespace mapfs::vm

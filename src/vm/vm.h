@@ -1,0 +1,171 @@
+// Vm: the role of ctFS's kernel part (ctK), in user space on a stock kernel.
+//
+// A process reserves one virtual region (PROT_NONE, no backing) per open
+// pool. Offsets into the region ("virtual offsets") are the only addresses
+// the file system stores; the persistent page table (PPT, ppt_format.h)
+// maps them to pool pages. The process's real page tables are filled from
+// the PPT by mmap(MAP_FIXED|MAP_SHARED) of pool offsets: one mmap per 2 MiB
+// chunk that maps to a whole pool chunk, one per run of contiguous pages in
+// a chunk that pswap has split.
+//
+// Mappings are made lazily: either explicitly (Map/Populate, which the file
+// system calls on entry) or by the SIGSEGV handler (fault.cc) when code
+// touches a region address not mapped yet. The handler chains to whatever
+// handler the application had installed for addresses outside every region.
+//
+// Coherence across processes: every change that makes a mapping stale
+// (pswap, Unmap, Discard) is published in a ring in shared memory
+// (shared_vm.h). Sync() — one atomic load when nothing changed — drops this
+// process's stale mappings; callers run it on entry to the library, after
+// taking the lock that protects the range they are about to touch.
+//
+// Kernel mappings stay bounded: the number of runs mapped for split chunks
+// is capped (Options::vma_budget); past it, split chunks are unmapped and
+// re-faulted on demand.
+//
+// Thread safety: all methods are safe to call concurrently; callers exclude
+// concurrent access to a range that is being swapped (the file layer's
+// per-file locks), exactly as with ctFS's pswap.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "common/status.h"
+#include "vm/page_alloc.h"
+
+namespace mapfs::medium {
+class Pool;
+}
+
+namespace mapfs::vm {
+
+struct VmOptions {
+  // Maximum runs mapped for split chunks before they are evicted.
+  uint64_t vma_budget = 16384;
+  // pswap of at most this many pages, both sides fully populated, swaps the
+  // contents by copying through the redo log instead of remapping (keeps the
+  // mappings, and so the kernel's page tables and VMAs, untouched).
+  uint64_t copy_swap_max_pages = 2;
+};
+
+struct VmStats {
+  uint64_t used_pages = 0;       // pool pages in use (including metadata)
+  uint64_t total_pages = 0;
+  uint64_t free_chunks = 0;
+  uint64_t mapped_chunks = 0;    // chunks this process has mapped
+  uint64_t mapped_runs = 0;      // mmap runs in this process (VMA estimate)
+  uint64_t faults = 0;           // SIGSEGV-driven mappings in this process
+  uint64_t invalidations = 0;    // ranges dropped because of other processes
+};
+
+struct RebuildReport {
+  uint64_t referenced_pages = 0;
+  uint64_t leaked_reclaimed = 0;
+  uint64_t unmarked_fixed = 0;
+  uint64_t double_refs = 0;   // pages referenced twice: damage, reported
+  uint64_t bad_entries = 0;   // entries pointing outside the pool: cleared
+};
+
+class Vm {
+ public:
+  // Reserves the region, registers the fault handler, and when the pool was
+  // not closed cleanly reclaims leaked pages (Rebuild).
+  static Result<std::unique_ptr<Vm>> Open(medium::Pool* pool, const VmOptions& opt = {});
+  ~Vm();
+  Vm(const Vm&) = delete;
+  Vm& operator=(const Vm&) = delete;
+
+  char* base() const { return base_; }
+  uint64_t size() const { return size_; }
+  char* at(uint64_t voff) const { return base_ + voff; }
+  bool Contains(const void* p) const {
+    auto a = reinterpret_cast<uintptr_t>(p), b = reinterpret_cast<uintptr_t>(base_);
+    return a >= b && a - b < size_;
+  }
+  medium::Pool* pool() const { return pool_; }
+  PageAllocator& pages() { return pages_; }
+
+  // Backs every page of [voff, voff+len) with pool pages (allocating whole
+  // chunks where nothing is mapped yet) and maps them in this process.
+  Status Populate(uint64_t voff, uint64_t len);
+  // Maps in this process whatever of [voff, voff+len) the PPT maps; pages
+  // with no backing stay inaccessible (a touch faults and populates them).
+  Status Map(uint64_t voff, uint64_t len);
+  // Frees the pool pages behind [voff, voff+len) (page aligned).
+  Status Unmap(uint64_t voff, uint64_t len);
+  // Makes [voff, voff+len) read as zero; pages stay allocated.
+  Status Discard(uint64_t voff, uint64_t len);
+  // ctFS pswap: atomically swaps the mappings of [a, a+n pages) and
+  // [b, b+n pages). Both page aligned, inside the region, not overlapping.
+  // Where a and b are swap-aligned, whole 2 MiB / 1 GiB runs are swapped as
+  // single PMD / PUD entries. Durable on return; a crash leaves either the
+  // old or the new mappings.
+  Status Pswap(uint64_t a, uint64_t b, uint64_t npages);
+  // Drops mappings other processes have made stale. Cheap when none did.
+  void Sync();
+
+  // Pool offset backing virtual offset `voff`, or ENOENT.
+  Result<uint64_t> Translate(uint64_t voff) const;
+  // Pool-view pointer to the byte at `voff` (must be backed).
+  char* PoolPtr(uint64_t voff) const;
+
+  VmStats Stats() const;
+  // Walks the PPT and makes the page bitmap match what it references.
+  RebuildReport Rebuild();
+  // Walks the PPT and checks it against the bitmap without changing
+  // anything; `strict` also requires every used page to be referenced
+  // (true only when nothing else runs).
+  Status Check(bool strict) const;
+
+  // Fault handler entry (fault.cc): maps `addr` if it is ours.
+  bool HandleFault(void* addr);
+
+  // Test hook: lets tests bound VMAs tightly.
+  void set_vma_budget(uint64_t b) { opt_.vma_budget = b; }
+  void set_copy_swap_max_pages(uint64_t n) { opt_.copy_swap_max_pages = n; }
+
+ private:
+  Vm(medium::Pool* pool, const VmOptions& opt);
+  Status Reserve();
+
+  // PPT access (pool view). Slot() returns the entry for `voff` at `level`,
+  // creating missing tables above it when `create`; nullptr if absent.
+  uint64_t* Slot(uint64_t voff, int level, bool create, Status* err);
+  Status SplitLeaf(uint64_t* pmd);
+  Status PswapRemap(uint64_t a, uint64_t b, uint64_t npages);
+  Status PswapCopy(uint64_t a, uint64_t b, uint64_t npages, bool* done);
+
+  // Process mappings. chunk_state(c) = number of runs mapped (0 = none).
+  std::atomic<uint16_t>& ChunkState(uint64_t chunk);
+  void MapChunk(uint64_t chunk);               // needs map_mu_
+  void InvalidateLocal(uint64_t voff, uint64_t len);  // takes map_mu_
+  void DropLocal(uint64_t voff, uint64_t len);        // needs map_mu_; chunk aligned
+  void RemapLocal(uint64_t voff, uint64_t len);       // needs map_mu_; within mapped chunks
+  void InvalidateAllLocal();
+  void Publish(uint64_t voff, uint64_t len);   // needs the PPT lock
+  void EnforceBudget();                        // needs map_mu_
+
+  medium::Pool* pool_;
+  VmOptions opt_;
+  PageAllocator pages_;
+  char* base_ = nullptr;
+  uint64_t size_ = 0;
+  char* reserve_ = nullptr;
+  uint64_t reserve_len_ = 0;
+  uint64_t token_;
+
+  std::mutex map_mu_;   // serialises reading the PPT + mmap against invalidation
+  std::mutex sync_mu_;
+  std::vector<std::atomic<std::atomic<uint16_t>*>> chunk_dir_;  // per GiB, lazily
+  std::atomic<uint64_t> mapped_chunks_{0};
+  std::atomic<uint64_t> mapped_runs_{0};
+  std::atomic<uint64_t> faults_{0};
+  std::atomic<uint64_t> invalidations_{0};
+  std::atomic<uint64_t> seen_seq_{0};
+};
+
+}  // namespace mapfs::vm

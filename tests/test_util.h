@@ -1,0 +1,49 @@
+// Helpers shared by the test suites.
+#pragma once
+
+#include <unistd.h>
+
+#include <atomic>
+#include <string>
+
+#include "common/units.h"
+#include "medium/pool.h"
+
+namespace mapfs::testing {
+
+// A pool file in /dev/shm with a name unique to this process and test,
+// formatted on construction and removed on destruction.
+class TempPool {
+ public:
+  explicit TempPool(uint64_t size = 256 * MiB, medium::CreateOptions opt = {}) {
+    static std::atomic<int> counter{0};
+    path_ = "/dev/shm/mapfs-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".pool";
+    opt.size = size;
+    status_ = medium::Pool::Create(path_, opt);
+  }
+  ~TempPool() { ::unlink(path_.c_str()); }
+  const std::string& path() const { return path_; }
+  const Status& status() const { return status_; }
+
+ private:
+  std::string path_;
+  Status status_;
+};
+
+// Deterministic pseudo-random numbers (tests print their seed on failure).
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : s_(seed * 0x9E3779B97F4A7C15ull + 1) {}
+  uint64_t Next() {
+    s_ ^= s_ << 13;
+    s_ ^= s_ >> 7;
+    s_ ^= s_ << 17;
+    return s_;
+  }
+  uint64_t Below(uint64_t n) { return Next() % n; }
+
+ private:
+  uint64_t s_;
+};
+
+}  // namespace mapfs::testing
