@@ -161,6 +161,32 @@ Status Pool::Create(const std::string& path, const CreateOptions& opt) {
   if (opt.top_level != 0 && (opt.top_level < 4 || opt.top_level > kMaxLevel))
     return Status::Error(EINVAL, "top level must be between 4 and 11");
 
+  // The whole geometry is checked before the file is touched: a refused
+  // request must not destroy an existing pool.
+  format::PoolHeader h{};
+  std::memcpy(h.magic, format::kMagic, sizeof h.magic);
+  h.version = format::kVersion;
+  h.header_size = sizeof(format::PoolHeader);
+  std::random_device rd;
+  for (auto& b : h.uuid) b = static_cast<uint8_t>(rd());
+  h.pool_size = size;
+  h.page_shift = opt.page_shift;
+  h.default_mode = static_cast<uint32_t>(opt.mode);
+  struct timespec ts {};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  h.mkfs_time_ns = static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+  h.redo_off = format::kRedoOff;
+  h.redo_slots = opt.redo_slots;
+  h.redo_slot_size = opt.redo_slot_size;
+  uint64_t pages = size / kPageSize;
+  h.bitmap_off = AlignUp(h.redo_off + uint64_t{h.redo_slots} * h.redo_slot_size, kPageSize);
+  h.bitmap_bytes = AlignUp(pages, 64) / 8;
+  h.ppt_root_off = AlignUp(h.bitmap_off + h.bitmap_bytes, kPageSize);
+  h.meta_end = AlignUp(h.ppt_root_off + kPageSize, kChunkSize);
+  h.top_level = opt.top_level ? opt.top_level : DefaultTopLevel(size);
+  h.vspace_shift = 12 + 3 * h.top_level;
+  if (h.meta_end + 4 * kChunkSize > size) return Status::Error(EINVAL, "pool too small for its metadata");
+
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) return Status::FromErrno("cannot create pool " + path);
   auto fi = Inspect(fd, path);
@@ -191,32 +217,6 @@ Status Pool::Create(const std::string& path, const CreateOptions& opt) {
     }
   }
 
-  format::PoolHeader h{};
-  std::memcpy(h.magic, format::kMagic, sizeof h.magic);
-  h.version = format::kVersion;
-  h.header_size = sizeof(format::PoolHeader);
-  std::random_device rd;
-  for (auto& b : h.uuid) b = static_cast<uint8_t>(rd());
-  h.pool_size = size;
-  h.page_shift = opt.page_shift;
-  h.default_mode = static_cast<uint32_t>(opt.mode);
-  struct timespec ts {};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  h.mkfs_time_ns = static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-  h.redo_off = format::kRedoOff;
-  h.redo_slots = opt.redo_slots;
-  h.redo_slot_size = opt.redo_slot_size;
-  uint64_t pages = size / kPageSize;
-  h.bitmap_off = AlignUp(h.redo_off + uint64_t{h.redo_slots} * h.redo_slot_size, kPageSize);
-  h.bitmap_bytes = AlignUp(pages, 64) / 8;
-  h.ppt_root_off = AlignUp(h.bitmap_off + h.bitmap_bytes, kPageSize);
-  h.meta_end = AlignUp(h.ppt_root_off + kPageSize, kChunkSize);
-  h.top_level = opt.top_level ? opt.top_level : DefaultTopLevel(size);
-  h.vspace_shift = 12 + 3 * h.top_level;
-  if (h.meta_end + 4 * kChunkSize > size) {
-    ::close(fd);
-    return Status::Error(EINVAL, "pool too small for its metadata");
-  }
   h.checksum = HeaderChecksum(h);
 
   void* m = ::mmap(nullptr, h.meta_end, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -322,7 +322,10 @@ Status Pool::OpenImpl(const std::string& path) {
   if (OfdLock(fd_, 1, F_WRLCK, true) != 0) return Status::FromErrno("lock pool " + path);
   open_lock_held_ = true;
   exclusive_ = OfdLock(fd_, 0, F_WRLCK, false) == 0;
-  if (!exclusive_ && OfdLock(fd_, 0, F_RDLCK, true) != 0) return Status::FromErrno("lock pool " + path);
+  // Every mount holds byte 0 read-locked; the exclusive opener converts its
+  // probe write lock at once (byte 1 keeps others out until FinishOpen), or
+  // every later opener would wait forever for its read lock.
+  if (OfdLock(fd_, 0, F_RDLCK, !exclusive_) != 0) return Status::FromErrno("lock pool " + path);
 
   // Map the whole pool: MAP_SYNC where the kernel offers it (DAX), so that
   // flushed stores are durable without msync.

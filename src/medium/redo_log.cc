@@ -20,6 +20,9 @@ void Tx::Put64(uint64_t pool_off, uint64_t value) {
 }
 
 void Tx::PutBytes(uint64_t pool_off, const void* data, size_t len) {
+  // A zero-length store changes nothing; recording it would make the record
+  // set malformed (len 0) and cost every record after it.
+  if (len == 0) return;
   buf_.push_back(pool_off);
   buf_.push_back(len);
   size_t words = (len + 7) / 8;
@@ -38,18 +41,32 @@ uint32_t SlotCrc(const RedoSlotHeader* h, const uint64_t* payload) {
   return Crc32c(payload, h->bytes, crc);
 }
 
-// Applies the records in `payload`; returns false if they are malformed
-// (which a valid checksum makes impossible short of a bug or collision).
-bool ApplyRecords(Pool* pool, const uint64_t* payload, size_t bytes) {
+// True if `payload` is a well-formed list of records that all lie inside a
+// pool of `size` bytes.
+bool RecordsValid(const uint64_t* payload, size_t bytes, uint64_t size) {
   size_t words = bytes / 8;
   size_t i = 0;
-  uint64_t size = pool->size();
   while (i + 2 <= words) {
     uint64_t off = payload[i];
     uint64_t len = payload[i + 1];
     i += 2;
-    size_t dw = (len + 7) / 8;
-    if (len == 0 || off > size || len > size - off || i + dw > words) return false;
+    if (len == 0 || off > size || len > size - off || (len + 7) / 8 > words - i) return false;
+    i += (len + 7) / 8;
+  }
+  return i == words;
+}
+
+// Applies the records in `payload`; returns false, applying nothing, if they
+// are malformed (which a valid checksum makes impossible short of a bug or
+// collision). Checking first keeps even a bad record set all-or-nothing.
+bool ApplyRecords(Pool* pool, const uint64_t* payload, size_t bytes) {
+  if (!RecordsValid(payload, bytes, pool->size())) return false;
+  size_t words = bytes / 8;
+  size_t i = 0;
+  while (i + 2 <= words) {
+    uint64_t off = payload[i];
+    uint64_t len = payload[i + 1];
+    i += 2;
     char* dst = pool->base() + off;
     if (len == 8 && off % 8 == 0) {
       Store64(reinterpret_cast<uint64_t*>(dst), payload[i]);
@@ -57,10 +74,10 @@ bool ApplyRecords(Pool* pool, const uint64_t* payload, size_t bytes) {
     } else {
       CopyNt(dst, payload + i, len);
     }
-    i += dw;
+    i += (len + 7) / 8;
   }
   Fence();
-  return i == words;
+  return true;
 }
 
 }  // namespace
@@ -98,6 +115,10 @@ Status RedoLog::Commit(const Tx& tx) {
   if (tx.empty()) return Status::Ok();
   size_t bytes = tx.payload_bytes();
   if (bytes > capacity()) return Status::Error(E2BIG, "redo transaction too large");
+  // Refuse a record that could not be applied before anything is written:
+  // committing it would apply the records before it and silently drop the rest.
+  if (!RecordsValid(tx.buf_.data(), bytes, pool_->size()))
+    return Status::Error(EINVAL, "redo transaction stores outside the pool");
   int slot = AcquireSlot();
   RedoSlotHeader* h = slot_header(slot);
   auto* payload = reinterpret_cast<uint64_t*>(h + 1);

@@ -16,6 +16,32 @@ namespace mapfs::space {
 
 using namespace format;  // NOLINT: the on-media names are this layer's vocabulary
 
+// ---------------------------------------------------------------- shared
+// The space layer's part of the pool's shared-memory segment
+// (medium::SharedState::space). Volatile: zero after an exclusive open.
+//
+// A Free commits the header change first and gives the range's pages back
+// afterwards. If its process dies in between, the next opener alone repairs
+// that (Reconcile), but processes that keep the pool open only get the dead
+// holder's redo record replayed: they would hand out the partition still
+// backed by the dead process's data. So a Free records the work it has left
+// here, under the space lock, before committing; whoever takes the lock next
+// finds the record only if its writer died, and finishes the work.
+struct SpaceShared {
+  static constexpr int kMaxRanges = 3 * (kMaxLevel + 2);
+  struct Range {
+    uint64_t voff, len, discard;  // discard: zero in place, else unmap
+  };
+  std::atomic<uint64_t> pending;  // nonzero while a Free is unfinished
+  uint64_t voff;                  // the partition being freed
+  uint64_t count;
+  Range ranges[kMaxRanges];
+};
+static_assert(sizeof(SpaceShared) <= medium::kSpaceSharedBytes);
+inline SpaceShared* SpaceSharedOf(medium::Pool* pool) {
+  return reinterpret_cast<SpaceShared*>(pool->shared()->space);
+}
+
 // ---------------------------------------------------------------- Op
 // One allocator operation: reads see the operation's own pending writes
 // (an overlay), and Commit() turns the writes into one redo transaction.

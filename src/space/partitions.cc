@@ -1,5 +1,7 @@
 #include "space/partitions.h"
 
+#include <algorithm>
+
 #include "common/log.h"
 #include "space/partition_op.h"
 
@@ -19,6 +21,7 @@ Result<std::unique_ptr<Partitions>> Partitions::Open(medium::Pool* pool, vm::Vm*
 Result<uint64_t> Partitions::Alloc(int k) {
   if (k < 0 || k >= top_) return Status::Error(EINVAL, "no partition level " + std::to_string(k));
   medium::PoolLock lock(pool_, medium::LockId::kSpace);
+  MAPFS_RETURN_IF_ERROR(FinishDeadFree());
   Op op(this);
   uint64_t root = op.Root();
   if (root == kAllocated) return Status::Error(ENOSPC, "no free partition");
@@ -97,8 +100,37 @@ Result<uint64_t> Partitions::Alloc(int k) {
   return result;
 }
 
+namespace {
+
+// Gives back the pages of what a Free made Empty: unmaps, then zeroes the
+// small partitions that no unmap covered.
+Status ReleaseRanges(vm::Vm* vm, const SpaceShared::Range* r, uint64_t n) {
+  for (uint64_t i = 0; i < n; i++)
+    MAPFS_RETURN_IF_ERROR(r[i].discard ? vm->Discard(r[i].voff, r[i].len) : vm->Unmap(r[i].voff, r[i].len));
+  return Status::Ok();
+}
+
+}  // namespace
+
+// A Free whose process died holding the space lock left its record behind.
+// The lock's recovery has replayed the dead process's redo record if it was
+// committed, so the hierarchy is entirely before or after that Free: if the
+// partition is no longer allocated, the Free happened and its ranges must
+// be released before anything is handed out again.
+Status Partitions::FinishDeadFree() {
+  SpaceShared* sh = SpaceSharedOf(pool_);
+  if (sh->pending.load(std::memory_order_acquire) == 0) return Status::Ok();
+  uint64_t n = std::min<uint64_t>(sh->count, SpaceShared::kMaxRanges);
+  auto still = LevelOfLocked(sh->voff);
+  if (!still.ok() && still.status().code() != EINVAL) return still.status();
+  if (!still.ok()) MAPFS_RETURN_IF_ERROR(ReleaseRanges(vm_, sh->ranges, n));
+  sh->pending.store(0, std::memory_order_release);
+  return Status::Ok();
+}
+
 Status Partitions::Free(uint64_t voff) {
   medium::PoolLock lock(pool_, medium::LockId::kSpace);
+  MAPFS_RETURN_IF_ERROR(FinishDeadFree());
   Op op(this);
   const Status not_allocated = Status::Error(EINVAL, "no allocated partition starts at virtual offset " + std::to_string(voff));
   uint64_t root = op.Root();
@@ -166,20 +198,40 @@ Status Partitions::Free(uint64_t voff) {
     op.unmaps.push_back({n.voff, LevelSize(n.level)});
   }
   MAPFS_RETURN_IF_ERROR(op.FixMasks(path));
-  MAPFS_RETURN_IF_ERROR(op.Commit());
-  // Still under the lock: nobody may reuse the range before its pages are
-  // gone. A crash before this point is repaired by Reconcile().
-  for (auto& [v, len] : op.unmaps) MAPFS_RETURN_IF_ERROR(vm_->Unmap(v, len));
+
+  // Record what is left to do once the change is committed (see
+  // SpaceShared), commit, then release the ranges. Still under the lock:
+  // nobody may reuse the range before its pages are gone. A crash of the
+  // whole system before the end is repaired by Reconcile() at the next open;
+  // the death of this process alone, by FinishDeadFree() in the next holder.
+  SpaceShared* sh = SpaceSharedOf(pool_);
+  uint64_t n = 0;
+  for (auto& [v, len] : op.unmaps) sh->ranges[n++] = {v, len, 0};
   for (auto& [v, len] : op.discards) {
     bool covered = false;
     for (auto& [u, ulen] : op.unmaps) covered |= v >= u && v + len <= u + ulen;
-    if (!covered) MAPFS_RETURN_IF_ERROR(vm_->Discard(v, len));
+    if (!covered) sh->ranges[n++] = {v, len, 1};
   }
+  sh->voff = voff;
+  sh->count = n;
+  sh->pending.store(1, std::memory_order_release);
+  Status st = op.Commit();
+  if (!st.ok()) {
+    sh->pending.store(0, std::memory_order_release);
+    return st;
+  }
+  // On failure the record stays: the next holder of the lock retries.
+  MAPFS_RETURN_IF_ERROR(ReleaseRanges(vm_, sh->ranges, n));
+  sh->pending.store(0, std::memory_order_release);
   return Status::Ok();
 }
 
 Result<int> Partitions::LevelOf(uint64_t voff) {
   medium::PoolLock lock(pool_, medium::LockId::kSpace);
+  return LevelOfLocked(voff);
+}
+
+Result<int> Partitions::LevelOfLocked(uint64_t voff) {
   Op op(this);
   const Status not_allocated = Status::Error(EINVAL, "no allocated partition starts at virtual offset " + std::to_string(voff));
   uint64_t root = op.Root();

@@ -71,6 +71,9 @@ class Partitions {
  private:
   Partitions(medium::Pool* pool, vm::Vm* vm);
   Status ReconcileNode(uint64_t voff, int level);
+  // Callers hold the space lock.
+  Result<int> LevelOfLocked(uint64_t voff);
+  Status FinishDeadFree();
 
   medium::Pool* pool_;
   vm::Vm* vm_;

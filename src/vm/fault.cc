@@ -13,8 +13,7 @@ namespace {
 constexpr int kMaxRegions = 64;
 std::atomic<Vm*> regions[kMaxRegions];
 struct sigaction previous;
-std::once_flag installed;
-int install_error = 0;
+std::mutex install_mu;
 
 void Chain(int sig, siginfo_t* info, void* uctx) {
   if (previous.sa_flags & SA_SIGINFO) {
@@ -51,19 +50,28 @@ void OnSegv(int sig, siginfo_t* info, void* uctx) {
   Chain(sig, info, uctx);
 }
 
-void Install() {
+// Installs the handler unless it is already the current one. An
+// application that installed its own handler since (replacing ours) becomes
+// the one we chain to.
+int Install() {
+  std::lock_guard<std::mutex> g(install_mu);
+  struct sigaction cur {};
+  if (sigaction(SIGSEGV, nullptr, &cur) != 0) return errno;
+  if ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == OnSegv) return 0;
   struct sigaction sa {};
   sa.sa_sigaction = OnSegv;
   sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART | SA_NODEFER;
   sigemptyset(&sa.sa_mask);
-  if (sigaction(SIGSEGV, &sa, &previous) != 0) install_error = errno;
+  struct sigaction old {};
+  if (sigaction(SIGSEGV, &sa, &old) != 0) return errno;
+  previous = old;
+  return 0;
 }
 
 }  // namespace
 
 Status RegisterFaultRegion(Vm* vm) {
-  std::call_once(installed, Install);
-  if (install_error != 0) return Status::Error(install_error, "cannot install the SIGSEGV handler");
+  if (int err = Install(); err != 0) return Status::Error(err, "cannot install the SIGSEGV handler");
   for (auto& r : regions) {
     Vm* expect = nullptr;
     if (r.compare_exchange_strong(expect, vm)) return Status::Ok();

@@ -143,9 +143,16 @@ Status Vm::PswapRemap(uint64_t a, uint64_t b, uint64_t npages) {
   for (size_t k = 0; k < units.size();) {
     const Unit& u = units[k];
     if (u.level > 0) {
-      DropLocal(u.va, ppt::Reach(u.level));
-      DropLocal(u.vb, ppt::Reach(u.level));
-      k++;
+      // Consecutive whole-entry units: one system call per side.
+      uint64_t len = ppt::Reach(u.level);
+      size_t j = k + 1;
+      while (j < units.size() && units[j].level > 0 && units[j].va == u.va + len && units[j].vb == u.vb + len) {
+        len += ppt::Reach(units[j].level);
+        j++;
+      }
+      DropLocal(u.va, len);
+      DropLocal(u.vb, len);
+      k = j;
       continue;
     }
     // A run of consecutive page units (the head or tail of the range).

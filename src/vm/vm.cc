@@ -30,7 +30,10 @@ constexpr uint64_t kChunksPerGiB = kGiB / kChunkSize;
 // ---------------------------------------------------------------- open/close
 
 Vm::Vm(medium::Pool* pool, const VmOptions& opt)
-    : pool_(pool), opt_(opt), pages_(pool), token_(pool->mount_token()) {}
+    : pool_(pool), opt_(opt), pages_(pool), token_(pool->mount_token()) {
+  if (opt_.copy_swap_max_pages == VmOptions::kAuto)
+    opt_.copy_swap_max_pages = pool->header().page_shift == 21 && pool->huge_pages() ? 4 : 0;
+}
 
 Result<std::unique_ptr<Vm>> Vm::Open(medium::Pool* pool, const VmOptions& opt) {
   std::unique_ptr<Vm> vm(new Vm(pool, opt));
@@ -155,8 +158,12 @@ void Vm::MapChunk(uint64_t chunk) {
   const int prot = PROT_READ | PROT_WRITE;
   const int flags = pool_->map_flags() | MAP_FIXED;
   if (ppt::IsLeaf(e)) {
-    if (::mmap(base_ + voff, kChunkSize, prot, flags, pool_->fd(), static_cast<off_t>(ppt::Target(e))) != MAP_FAILED)
+    if (::mmap(base_ + voff, kChunkSize, prot, flags, pool_->fd(), static_cast<off_t>(ppt::Target(e))) != MAP_FAILED) {
       runs = 1;
+      // A whole aligned chunk can be one huge page where the pool's file
+      // system offers them (tmpfs huge=advise needs the hint).
+      if (pool_->huge_pages() && pool_->header().page_shift == 21) ::madvise(base_ + voff, kChunkSize, MADV_HUGEPAGE);
+    }
   } else if (ppt::IsTable(e)) {
     // Pages the table does not map must stay inaccessible.
     ::mmap(base_ + voff, kChunkSize, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
@@ -181,7 +188,7 @@ void Vm::MapChunk(uint64_t chunk) {
   mapped_runs_ -= old;
   if (old == 0 && runs != 0) mapped_chunks_++;
   if (old != 0 && runs == 0) mapped_chunks_--;
-  if (runs > 1) EnforceBudget();
+  if (runs > 1) EnforceBudget(chunk);
 }
 
 Status Vm::Map(uint64_t voff, uint64_t len) {
@@ -266,14 +273,14 @@ void Vm::RemapLocal(uint64_t voff, uint64_t len) {
 
 void Vm::InvalidateAllLocal() { InvalidateLocal(0, size_); }
 
-void Vm::EnforceBudget() {
+void Vm::EnforceBudget(uint64_t keep) {
   if (mapped_runs_.load() <= opt_.vma_budget) return;
   // Unmap every split chunk; they come back on demand.
   for (size_t g = 0; g < chunk_dir_.size(); g++) {
     std::atomic<uint16_t>* arr = chunk_dir_[g].load();
     if (arr == nullptr) continue;
     for (uint64_t i = 0; i < kChunksPerGiB; i++) {
-      if (arr[i].load() <= 1) continue;
+      if (arr[i].load() <= 1 || g * kChunksPerGiB + i == keep) continue;
       uint64_t voff = (g * kChunksPerGiB + i) * kChunkSize;
       ::mmap(base_ + voff, kChunkSize, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
       uint16_t old = arr[i].exchange(0);

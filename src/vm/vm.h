@@ -49,7 +49,11 @@ struct VmOptions {
   // pswap of at most this many pages, both sides fully populated, swaps the
   // contents by copying through the redo log instead of remapping (keeps the
   // mappings, and so the kernel's page tables and VMAs, untouched).
-  uint64_t copy_swap_max_pages = 2;
+  // kAuto picks from `mapfs bench pswap` on the reference machine: with
+  // 2 MiB pages remapping a few pages splits a huge page and copying wins up
+  // to 4 pages; with 4 KiB pages remapping already wins at 1 page.
+  static constexpr uint64_t kAuto = UINT64_MAX;
+  uint64_t copy_swap_max_pages = kAuto;
 };
 
 struct VmStats {
@@ -107,6 +111,10 @@ class Vm {
   Status Pswap(uint64_t a, uint64_t b, uint64_t npages);
   // Drops mappings other processes have made stale. Cheap when none did.
   void Sync();
+  // Drops this process's mappings of [voff, voff+len) (whole chunks); the
+  // pool is untouched and the next access maps them again. Releases the
+  // kernel's page tables for data that will not be touched for a while.
+  void DropMappings(uint64_t voff, uint64_t len) { InvalidateLocal(voff, len); }
 
   // Pool offset backing virtual offset `voff`, or ENOENT.
   Result<uint64_t> Translate(uint64_t voff) const;
@@ -147,7 +155,9 @@ class Vm {
   void RemapLocal(uint64_t voff, uint64_t len);       // needs map_mu_; within mapped chunks
   void InvalidateAllLocal();
   void Publish(uint64_t voff, uint64_t len);   // needs the PPT lock
-  void EnforceBudget();                        // needs map_mu_
+  // Needs map_mu_. Evicts split chunks other than `keep` (the one a caller
+  // is mapping right now) when over budget.
+  void EnforceBudget(uint64_t keep = UINT64_MAX);
 
   medium::Pool* pool_;
   VmOptions opt_;

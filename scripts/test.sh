@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Builds mapfs (warnings are errors) and runs the whole test suite.
+# With SANITIZE=address,undefined (or thread) it builds into build-SANITIZE.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+dir=build
+args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DMAPFS_WERROR=ON)
+if [ -n "${SANITIZE:-}" ]; then
+  dir="build-${SANITIZE//,/-}"
+  args+=(-DMAPFS_SANITIZE="$SANITIZE")
+fi
+cmake -S . -B "$dir" -G Ninja "${args[@]}" >/dev/null
+cmake --build "$dir"
+ctest --test-dir "$dir" --output-on-failure -j "$(nproc)" ${CTEST_ARGS:-}

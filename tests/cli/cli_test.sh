@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# End-to-end checks of the mapfs CLI: formatting, info, fsck, and clear
+# refusals of things that are not pools.
+set -u
+MAPFS=$1
+dir=$(mktemp -d /dev/shm/mapfs-cli-XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$MAPFS" mkfs "$dir/p" --size 64M --page 2m --mode strict >/dev/null || fail "mkfs"
+out=$("$MAPFS" info "$dir/p") || fail "info"
+grep -q "size            64.0 MiB" <<<"$out" || fail "info size: $out"
+grep -q "page size       2 MiB" <<<"$out" || fail "info page: $out"
+grep -q "default mode    strict" <<<"$out" || fail "info mode: $out"
+"$MAPFS" fsck "$dir/p" | grep -q clean || fail "fsck of a fresh pool"
+
+# Refusals: exit status 1 or 2 and a message naming the problem.
+"$MAPFS" mkfs "$dir/q" --size 1M 2>"$dir/err" && fail "tiny pool accepted"
+grep -q "at least" "$dir/err" || fail "tiny pool message: $(cat "$dir/err")"
+"$MAPFS" mkfs "$dir/q" --size 64Q 2>/dev/null && fail "bad size accepted"
+"$MAPFS" mkfs "$dir/q" --size 64M --page 1m 2>/dev/null && fail "bad page accepted"
+head -c 1048576 /dev/urandom >"$dir/junk"
+"$MAPFS" info "$dir/junk" 2>"$dir/err" && fail "junk accepted"
+grep -q "not a mapfs pool" "$dir/err" || fail "junk message: $(cat "$dir/err")"
+"$MAPFS" info "$dir/missing" 2>"$dir/err" && fail "missing file accepted"
+grep -q "No such file" "$dir/err" || fail "missing message: $(cat "$dir/err")"
+cp "$dir/p" "$dir/damaged"
+printf '\x01' | dd of="$dir/damaged" bs=1 seek=40 conv=notrunc 2>/dev/null
+"$MAPFS" fsck "$dir/damaged" 2>"$dir/err" && fail "damaged header accepted"
+grep -q "checksum" "$dir/err" || fail "damaged message: $(cat "$dir/err")"
+"$MAPFS" frobnicate 2>/dev/null; [ $? -eq 2 ] || fail "unknown verb exit code"
+echo "cli ok"

@@ -1,0 +1,183 @@
+// Populate, map, unmap, discard, fault-in and translation of the vm layer.
+#include <gtest/gtest.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <sys/mman.h>
+
+#include "mount/mount.h"
+#include "test_util.h"
+#include "vm/ppt_format.h"
+#include "vm_test_util.h"
+
+namespace mapfs {
+namespace {
+
+using testing::FillPage;
+using testing::PageTag;
+using testing::TempPool;
+
+class VmBasic : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(pool_.status().ok()) << pool_.status().ToString();
+    auto m = testing::VmMount::Open(pool_.path());
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    mount_ = std::move(*m);
+    baseline_ = mount_->vm().Stats().used_pages;
+  }
+  vm::Vm& vm() { return mount_->vm(); }
+  TempPool pool_{256 * MiB};
+  std::unique_ptr<testing::VmMount> mount_;
+  uint64_t baseline_ = 0;
+};
+
+TEST_F(VmBasic, PopulateBacksWholeChunkAndDataSticks) {
+  ASSERT_TRUE(vm().Populate(4 * MiB + 8 * KiB, 4 * KiB).ok());
+  // ctFS allocates at 2 MiB granularity: the whole chunk is backed.
+  EXPECT_TRUE(vm().Translate(4 * MiB).ok());
+  EXPECT_TRUE(vm().Translate(6 * MiB - 1).ok());
+  EXPECT_FALSE(vm().Translate(6 * MiB).ok());
+  EXPECT_EQ(vm().Stats().used_pages, baseline_ + kPagesPerChunk + 2);  // chunk + PUD/PMD tables
+  FillPage(vm(), 4 * MiB + 8 * KiB, 42);
+  // The bytes are in the pool at the translated offset.
+  auto off = vm().Translate(4 * MiB + 8 * KiB);
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(std::memcmp(mount_->pool().base() + *off, vm().at(4 * MiB + 8 * KiB), kPageSize), 0);
+  EXPECT_TRUE(vm().Check(true).ok());
+}
+
+TEST_F(VmBasic, NewPagesReadAsZero) {
+  ASSERT_TRUE(vm().Populate(0, 8 * MiB).ok());
+  for (uint64_t p = 0; p < 8 * MiB; p += kPageSize) ASSERT_TRUE(testing::PageIsZero(vm(), p)) << p;
+}
+
+TEST_F(VmBasic, UnmapReturnsPagesAndTheyComeBackZero) {
+  ASSERT_TRUE(vm().Populate(0, 4 * MiB).ok());
+  FillPage(vm(), 0, 7);
+  FillPage(vm(), 2 * MiB, 8);
+  ASSERT_TRUE(vm().Unmap(0, 4 * MiB).ok());
+  EXPECT_FALSE(vm().Translate(0).ok());
+  EXPECT_EQ(vm().Stats().used_pages, baseline_ + 2);  // only the page tables remain
+  EXPECT_TRUE(vm().Check(true).ok());
+  // Touching again faults in fresh, zeroed pages.
+  EXPECT_TRUE(testing::PageIsZero(vm(), 0));
+  EXPECT_TRUE(testing::PageIsZero(vm(), 2 * MiB));
+}
+
+TEST_F(VmBasic, PartialUnmapSplitsTheChunk) {
+  ASSERT_TRUE(vm().Populate(0, 2 * MiB).ok());
+  for (uint64_t p = 0; p < 2 * MiB; p += kPageSize) FillPage(vm(), p, p / kPageSize);
+  ASSERT_TRUE(vm().Unmap(64 * KiB, 8 * KiB).ok());
+  EXPECT_FALSE(vm().Translate(64 * KiB).ok());
+  EXPECT_FALSE(vm().Translate(68 * KiB).ok());
+  for (uint64_t p = 0; p < 2 * MiB; p += kPageSize) {
+    if (p == 64 * KiB || p == 68 * KiB) continue;
+    ASSERT_EQ(PageTag(vm(), p), p / kPageSize) << p;
+  }
+  EXPECT_EQ(vm().Stats().used_pages, baseline_ + 2 + 1 + kPagesPerChunk - 2);  // + the PTE table
+  EXPECT_TRUE(vm().Check(true).ok());
+}
+
+TEST_F(VmBasic, DiscardZeroesButKeepsBacking) {
+  ASSERT_TRUE(vm().Populate(0, 2 * MiB).ok());
+  FillPage(vm(), 0, 1);
+  FillPage(vm(), kPageSize, 2);
+  FillPage(vm(), 1 * MiB, 3);
+  ASSERT_TRUE(vm().Discard(0, kPageSize).ok());      // small: zeroed in place
+  ASSERT_TRUE(vm().Discard(512 * KiB, 1 * MiB).ok());  // large: hole punched
+  EXPECT_TRUE(testing::PageIsZero(vm(), 0));
+  EXPECT_EQ(PageTag(vm(), kPageSize), 2u);
+  EXPECT_TRUE(testing::PageIsZero(vm(), 1 * MiB));
+  EXPECT_TRUE(vm().Translate(1 * MiB).ok());
+}
+
+TEST_F(VmBasic, TouchFaultsInAPage) {
+  uint64_t before = vm().Stats().faults;
+  volatile char* p = vm().at(10 * MiB + 123);
+  *p = 'x';  // no Populate: the SIGSEGV handler allocates and maps
+  EXPECT_EQ(*p, 'x');
+  EXPECT_GT(vm().Stats().faults, before);
+  EXPECT_TRUE(vm().Translate(10 * MiB).ok());
+}
+
+TEST_F(VmBasic, DataSurvivesReopen) {
+  ASSERT_TRUE(vm().Populate(0, 2 * MiB).ok());
+  FillPage(vm(), 12 * KiB, 99);
+  ASSERT_TRUE(mount_->Close().ok());
+  auto m = testing::VmMount::Open(pool_.path());
+  ASSERT_TRUE(m.ok());
+  mount_ = std::move(*m);
+  EXPECT_FALSE(mount_->recovered());
+  EXPECT_EQ(PageTag(vm(), 12 * KiB), 99u);
+}
+
+TEST_F(VmBasic, BadRangesAreRefused) {
+  EXPECT_EQ(vm().Populate(vm().size(), kPageSize).code(), EINVAL);
+  EXPECT_EQ(vm().Populate(vm().size() - kPageSize, 2 * kPageSize).code(), EINVAL);
+  EXPECT_EQ(vm().Unmap(1, kPageSize).code(), EINVAL);
+  EXPECT_EQ(vm().Translate(vm().size()).status().code(), EINVAL);
+  EXPECT_EQ(vm().Translate(0).status().code(), ENOENT);
+}
+
+TEST_F(VmBasic, FullPoolGivesEnospcAndStaysConsistent) {
+  // 256 MiB pool: at most ~126 data chunks. Populate far more.
+  Status st;
+  uint64_t v = 0;
+  for (; v < 200; v++) {
+    st = vm().Populate(v * 2 * MiB, 2 * MiB);
+    if (!st.ok()) break;
+  }
+  EXPECT_EQ(st.code(), ENOSPC);
+  EXPECT_TRUE(vm().Check(true).ok());
+  ASSERT_TRUE(vm().Unmap(0, 2 * MiB).ok());
+  EXPECT_TRUE(vm().Populate(v * 2 * MiB, 2 * MiB).ok());
+}
+
+// --- the fault handler and the application's own SIGSEGV handler
+
+sigjmp_buf jump;
+volatile sig_atomic_t app_handler_ran = 0;
+void AppHandler(int) {
+  app_handler_ran = 1;
+  siglongjmp(jump, 1);
+}
+
+TEST(VmFault, ChainsToTheApplicationHandler) {
+  TempPool pool;
+  ASSERT_TRUE(pool.status().ok());
+  int rc = testing::InChild([&] {
+    struct sigaction sa {};
+    sa.sa_handler = AppHandler;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, nullptr);
+    auto m = testing::VmMount::Open(pool.path());  // installs mapfs's handler over ours
+    if (!m.ok()) return 10;
+    // Region faults are served by mapfs...
+    (*m)->vm().at(0)[0] = 1;
+    if (app_handler_ran) return 11;
+    // ...any other fault reaches the application's handler.
+    void* guard = mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (sigsetjmp(jump, 1) == 0) *static_cast<volatile char*>(guard) = 1;
+    return app_handler_ran ? 0 : 12;
+  });
+  EXPECT_EQ(rc, 0);
+}
+
+TEST(VmFault, ForeignFaultStillKillsWithoutAHandler) {
+  TempPool pool;
+  ASSERT_TRUE(pool.status().ok());
+  int rc = testing::InChild([&] {
+    auto m = testing::VmMount::Open(pool.path());
+    if (!m.ok()) return 10;
+    void* guard = mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    *static_cast<volatile char*>(guard) = 1;
+    return 0;
+  });
+  // Killed by SIGSEGV (or, under a sanitizer, by its report of it); never
+  // swallowed by mapfs.
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(rc, 10);
+}
+
+}  // namespace
+}  // namespace mapfs
