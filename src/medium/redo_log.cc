@@ -173,7 +173,9 @@ int RedoLog::RecoverDead() {
     n += ReplaySlot(s) ? 1 : 0;
     sh->redo_owner[s].store(0);
   }
-  // Forget mounts of dead processes so the last clean close can tell.
+  // The mount entries of dead processes stay registered on purpose: the last
+  // clean close sees them and leaves the pool dirty, so the next exclusive
+  // open reclaims whatever the dead process leaked.
   return n;
 }
 
