@@ -25,6 +25,7 @@ using medium::Store64;
 namespace {
 constexpr uint64_t kGiB = uint64_t{1} << 30;
 constexpr uint64_t kChunksPerGiB = kGiB / kChunkSize;
+constexpr size_t kStateBytes = kChunksPerGiB * sizeof(std::atomic<uint16_t>);
 }  // namespace
 
 // ---------------------------------------------------------------- open/close
@@ -66,7 +67,8 @@ Status Vm::Reserve() {
 Vm::~Vm() {
   UnregisterFaultRegion(this);
   if (reserve_ != nullptr) ::munmap(reserve_, reserve_len_);
-  for (auto& p : chunk_dir_) delete[] p.load();
+  for (auto& p : chunk_dir_)
+    if (p.load() != nullptr) ::munmap(p.load(), kStateBytes);
 }
 
 // ---------------------------------------------------------------- PPT access
@@ -140,11 +142,15 @@ std::atomic<uint16_t>& Vm::ChunkState(uint64_t chunk) {
   auto& slot = chunk_dir_[chunk / kChunksPerGiB];
   std::atomic<uint16_t>* arr = slot.load(std::memory_order_acquire);
   if (arr == nullptr) {
-    auto* fresh = new std::atomic<uint16_t>[kChunksPerGiB]();
+    // mmap, not new: this runs inside the SIGSEGV handler too, where the
+    // allocator's locks may be held. Anonymous memory starts zeroed.
+    void* m = ::mmap(nullptr, kStateBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    auto* fresh = m == MAP_FAILED ? nullptr : static_cast<std::atomic<uint16_t>*>(m);
+    if (fresh == nullptr) return overflow_state_;  // counts nothing; the chunk stays unmapped
     if (slot.compare_exchange_strong(arr, fresh))
       arr = fresh;
     else
-      delete[] fresh;
+      ::munmap(fresh, kStateBytes);
   }
   return arr[chunk % kChunksPerGiB];
 }

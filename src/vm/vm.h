@@ -171,6 +171,7 @@ class Vm {
   std::mutex map_mu_;   // serialises reading the PPT + mmap against invalidation
   std::mutex sync_mu_;
   std::vector<std::atomic<std::atomic<uint16_t>*>> chunk_dir_;  // per GiB, lazily
+  std::atomic<uint16_t> overflow_state_{0};  // stands in when memory is short
   std::atomic<uint64_t> mapped_chunks_{0};
   std::atomic<uint64_t> mapped_runs_{0};
   std::atomic<uint64_t> faults_{0};
