@@ -25,7 +25,7 @@ constexpr bool IsAligned(uint64_t v, uint64_t a) { return (v & (a - 1)) == 0; }
 
 // Parses "64M", "1G", "4096", "2m", "1.5G" is rejected. Returns EINVAL on junk.
 Result<uint64_t> ParseSize(const std::string& s);
-// "1.0 GiB", "512 KiB", "4096 B".
+// "1.0 GiB", "512.0 KiB", "4.0 KiB", "100 B".
 std::string FormatSize(uint64_t bytes);
 
 }  // namespace mapfs

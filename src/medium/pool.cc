@@ -278,7 +278,7 @@ Status Pool::ValidateHeader(const format::PoolHeader& h, uint64_t file_size) {
   // must not let later layers index outside the pool.
   uint64_t pages = h.pool_size / kPageSize;
   bool bad = h.pool_size < kMinPoolSize || !IsAligned(h.pool_size, kChunkSize) ||
-             (h.page_shift != 12 && h.page_shift != 21) || h.default_mode > 2 ||
+             (h.page_shift != 12 && h.page_shift != 21) || h.default_mode > 2 || h.options != 0 ||
              h.redo_off != format::kRedoOff || h.redo_slots == 0 || h.redo_slots > kMaxRedoSlots ||
              h.redo_slot_size < kPageSize || h.redo_slot_size % kPageSize != 0 ||
              h.bitmap_off < h.redo_off + uint64_t{h.redo_slots} * h.redo_slot_size ||

@@ -1,7 +1,9 @@
 // Pool::Open and Pool::ValidateHeader: a good pool opens; anything that is
 // not a good pool is refused with a clear error and left byte-for-byte as it
 // was.
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -64,7 +66,9 @@ TEST(MediumPoolOpen, CreateThenOpen) {
   EXPECT_NE(p.mount_token(), 0u);
   ASSERT_NE(p.shared(), nullptr);
   EXPECT_EQ(std::memcmp(p.shared()->uuid, h.uuid, 16), 0);
-  EXPECT_STREQ(p.fs_kind(), "tmpfs");  // TempPool lives in /dev/shm
+  struct statfs sfs {};
+  ASSERT_EQ(::statfs(tp.path().c_str(), &sfs), 0);
+  EXPECT_STREQ(p.fs_kind(), sfs.f_type == TMPFS_MAGIC ? "tmpfs" : "file");
   // The whole pool is mapped and writable.
   *p.at<uint64_t>(kSize - 8) = 0x1234;
   p.FinishOpen();
@@ -216,6 +220,7 @@ std::vector<GeometryCase> GeometryCases() {
       {"redo slot size 0", [](PoolHeader& h) { h.redo_slot_size = 0; }},
       {"page shift 13", [](PoolHeader& h) { h.page_shift = 13; }},
       {"mode 3", [](PoolHeader& h) { h.default_mode = 3; }},
+      {"unknown format options", [](PoolHeader& h) { h.options = 1; }},
       {"top level 3", [](PoolHeader& h) {
          h.top_level = 3;
          h.vspace_shift = 21;
