@@ -1,6 +1,8 @@
 // Helpers shared by the test suites.
 #pragma once
 
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -21,7 +23,25 @@ class TempPool {
     opt.size = size;
     status_ = medium::Pool::Create(path_, opt);
   }
-  ~TempPool() { ::unlink(path_.c_str()); }
+  // Removes the pool and its shared-memory segment, which a crash test's
+  // abandoned mount leaves behind.
+  ~TempPool() {
+    medium::format::PoolHeader h{};
+    int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      if (::pread(fd, &h, sizeof h, 0) == static_cast<ssize_t>(sizeof h)) {
+        static const char* hex = "0123456789abcdef";
+        std::string name = "/mapfs-";
+        for (uint8_t b : h.uuid) {
+          name += hex[b >> 4];
+          name += hex[b & 15];
+        }
+        ::shm_unlink(name.c_str());
+      }
+      ::close(fd);
+    }
+    ::unlink(path_.c_str());
+  }
   const std::string& path() const { return path_; }
   const Status& status() const { return status_; }
 
