@@ -41,9 +41,11 @@ uint32_t SlotCrc(const RedoSlotHeader* h, const uint64_t* payload) {
   return Crc32c(payload, h->bytes, crc);
 }
 
-// True if `payload` is a well-formed list of records that all lie inside a
+// Walks the records in `payload`, calling fn(off, len, data) for each; stops
+// and returns false at the first record that is malformed or lies outside a
 // pool of `size` bytes.
-bool RecordsValid(const uint64_t* payload, size_t bytes, uint64_t size) {
+template <typename Fn>
+bool ForEachRecord(const uint64_t* payload, size_t bytes, uint64_t size, Fn fn) {
   size_t words = bytes / 8;
   size_t i = 0;
   while (i + 2 <= words) {
@@ -51,9 +53,16 @@ bool RecordsValid(const uint64_t* payload, size_t bytes, uint64_t size) {
     uint64_t len = payload[i + 1];
     i += 2;
     if (len == 0 || off > size || len > size - off || (len + 7) / 8 > words - i) return false;
+    fn(off, len, payload + i);
     i += (len + 7) / 8;
   }
   return i == words;
+}
+
+// True if `payload` is a well-formed list of records that all lie inside a
+// pool of `size` bytes.
+bool RecordsValid(const uint64_t* payload, size_t bytes, uint64_t size) {
+  return ForEachRecord(payload, bytes, size, [](uint64_t, uint64_t, const uint64_t*) {});
 }
 
 // Applies the records in `payload`; returns false, applying nothing, if they
@@ -61,21 +70,15 @@ bool RecordsValid(const uint64_t* payload, size_t bytes, uint64_t size) {
 // collision). Checking first keeps even a bad record set all-or-nothing.
 bool ApplyRecords(Pool* pool, const uint64_t* payload, size_t bytes) {
   if (!RecordsValid(payload, bytes, pool->size())) return false;
-  size_t words = bytes / 8;
-  size_t i = 0;
-  while (i + 2 <= words) {
-    uint64_t off = payload[i];
-    uint64_t len = payload[i + 1];
-    i += 2;
+  ForEachRecord(payload, bytes, pool->size(), [pool](uint64_t off, uint64_t len, const uint64_t* data) {
     char* dst = pool->base() + off;
     if (len == 8 && off % 8 == 0) {
-      Store64(reinterpret_cast<uint64_t*>(dst), payload[i]);
+      Store64(reinterpret_cast<uint64_t*>(dst), *data);
       Flush(dst, 8);
     } else {
-      CopyNt(dst, payload + i, len);
+      CopyNt(dst, data, len);
     }
-    i += (len + 7) / 8;
-  }
+  });
   Fence();
   return true;
 }
