@@ -1,12 +1,471 @@
-// C API front: the only symbols with C linkage in libmapfs.so.
+// C API front: the only symbols with C linkage in libmapfs.so. Turns
+// Status values into -1/errno and keeps each mount's descriptor table.
 #include "mapfs/mapfs.h"
 
+#include <fcntl.h>
+#include <linux/fs.h>
+
+#include <cstdarg>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "fs/file_system.h"
+#include "medium/pool.h"
 #include "medium/pool_format.h"
+
+using mapfs::Status;
+using mapfs::fs::FileSystem;
+using mapfs::fs::OpenFile;
+
+namespace {
+
+thread_local std::string last_error;
+
+int Fail(const Status& st) {
+  last_error = st.message();
+  errno = st.code() ? st.code() : EIO;
+  return -1;
+}
+int FailErrno(int code, const char* msg) {
+  last_error = msg;
+  errno = code;
+  return -1;
+}
+
+// Closes the open file description when its last descriptor (or in-flight
+// call) lets go of it.
+struct Description {
+  Description(FileSystem* s, std::shared_ptr<OpenFile> o) : fs(s), f(std::move(o)) {}
+  Description(const Description&) = delete;
+  Description& operator=(const Description&) = delete;
+  ~Description() {
+    if (f) (void)fs->Close(*f);
+  }
+  FileSystem* fs;
+  std::shared_ptr<OpenFile> f;
+};
+using DescRef = std::shared_ptr<Description>;
+
+}  // namespace
+
+struct mapfs_fs {
+  std::unique_ptr<FileSystem> fs;
+  std::shared_mutex mu;  // the descriptor table
+  std::vector<DescRef> fds;
+
+  DescRef Get(int fd) {
+    std::shared_lock<std::shared_mutex> g(mu);
+    if (fd < 0 || static_cast<size_t>(fd) >= fds.size()) return nullptr;
+    return fds[static_cast<size_t>(fd)];
+  }
+  int Install(DescRef d, int at_least = 0) {
+    std::unique_lock<std::shared_mutex> g(mu);
+    for (size_t i = static_cast<size_t>(at_least); i < fds.size(); i++)
+      if (!fds[i]) {
+        fds[i] = std::move(d);
+        return static_cast<int>(i);
+      }
+    if (fds.size() < static_cast<size_t>(at_least)) fds.resize(static_cast<size_t>(at_least));
+    fds.push_back(std::move(d));
+    return static_cast<int>(fds.size() - 1);
+  }
+};
+
+struct mapfs_dir {
+  mapfs_t* fs;
+  DescRef d;
+  uint64_t cookie = 0;  // position after the last entry returned
+  std::vector<mapfs::fs::DirEntryOut> buf;
+  size_t pos = 0;
+  bool eof = false;
+  struct dirent ent;
+};
+
+#define MAPFS_GET_FD(fs, fd, var)                                          \
+  if ((fs) == nullptr) return FailErrno(EINVAL, "null handle");            \
+  DescRef var = (fs)->Get(fd);                                             \
+  if (!var) return FailErrno(EBADF, "bad file descriptor")
+
+#define MAPFS_CHECK_FS(fs) \
+  if ((fs) == nullptr) return FailErrno(EINVAL, "null handle")
+#define MAPFS_CHECK_PATH(p) \
+  if ((p) == nullptr) return FailErrno(EFAULT, "null path")
+
+static int Ret(const Status& st) { return st.ok() ? 0 : Fail(st); }
 
 extern "C" {
 
-const char* mapfs_version(void) { return "0.1.0"; }
-
+const char* mapfs_version(void) { return "0.2.0"; }
 unsigned mapfs_format_version(void) { return mapfs::medium::format::kVersion; }
+const char* mapfs_last_error(void) { return last_error.c_str(); }
+
+int mapfs_mkfs(const char* pool, const struct mapfs_mkfs_options* opt) {
+  MAPFS_CHECK_PATH(pool);
+  if (opt == nullptr) return FailErrno(EINVAL, "mkfs needs options (the size)");
+  mapfs::medium::CreateOptions co;
+  co.size = opt->size;
+  if (opt->page_size != 0 && opt->page_size != 4096 && opt->page_size != 2u * 1024 * 1024)
+    return FailErrno(EINVAL, "page size must be 4096 or 2 MiB");
+  co.page_shift = opt->page_size == 2u * 1024 * 1024 ? 21 : 12;
+  if (opt->mode > 2) return FailErrno(EINVAL, "bad mode");
+  co.mode = opt->mode < 0 ? mapfs::medium::format::Mode::kSync : static_cast<mapfs::medium::format::Mode>(opt->mode);
+  Status st = mapfs::medium::Pool::Create(pool, co);
+  if (!st.ok()) return Fail(st);
+  auto fs = FileSystem::Mount(pool);
+  if (!fs.ok()) return Fail(fs.status());
+  return Ret((*fs)->Unmount());
+}
+
+mapfs_t* mapfs_mount(const char* pool, const struct mapfs_options* opt) {
+  if (pool == nullptr) {
+    FailErrno(EFAULT, "null pool path");
+    return nullptr;
+  }
+  mapfs::fs::FsOptions fo;
+  fo.mode = opt ? opt->mode : -1;
+  if (fo.mode < 0) {
+    if (const char* m = std::getenv("MAPFS_MODE")) {
+      if (!std::strcmp(m, "posix")) fo.mode = 0;
+      else if (!std::strcmp(m, "sync")) fo.mode = 1;
+      else if (!std::strcmp(m, "strict")) fo.mode = 2;
+      else {
+        FailErrno(EINVAL, "MAPFS_MODE must be posix, sync or strict");
+        return nullptr;
+      }
+    }
+  } else if (fo.mode > 2) {
+    FailErrno(EINVAL, "bad mode");
+    return nullptr;
+  }
+  auto fs = FileSystem::Mount(pool, fo);
+  if (!fs.ok()) {
+    Fail(fs.status());
+    return nullptr;
+  }
+  auto* m = new (std::nothrow) mapfs_fs();
+  if (m == nullptr) {
+    FailErrno(ENOMEM, "out of memory");
+    return nullptr;
+  }
+  m->fs = std::move(*fs);
+  return m;
+}
+
+int mapfs_unmount(mapfs_t* fs) {
+  MAPFS_CHECK_FS(fs);
+  {
+    std::unique_lock<std::shared_mutex> g(fs->mu);
+    fs->fds.clear();
+  }
+  Status st = fs->fs->Unmount();
+  delete fs;
+  return Ret(st);
+}
+
+int mapfs_open(mapfs_t* fs, const char* path, int flags, ...) {
+  MAPFS_CHECK_FS(fs);
+  MAPFS_CHECK_PATH(path);
+  mode_t mode = 0;
+  if (flags & (O_CREAT | __O_TMPFILE)) {
+    va_list ap;
+    va_start(ap, flags);
+    mode = static_cast<mode_t>(va_arg(ap, int));
+    va_end(ap);
+  }
+  if ((flags & __O_TMPFILE) == __O_TMPFILE) return FailErrno(EOPNOTSUPP, "O_TMPFILE is not supported");
+  auto f = fs->fs->Open(path, flags, mode);
+  if (!f.ok()) return Fail(f.status());
+  return fs->Install(std::make_shared<Description>(fs->fs.get(), std::move(*f)));
+}
+
+int mapfs_creat(mapfs_t* fs, const char* path, mode_t mode) {
+  return mapfs_open(fs, path, O_CREAT | O_WRONLY | O_TRUNC, mode);
+}
+
+int mapfs_close(mapfs_t* fs, int fd) {
+  MAPFS_CHECK_FS(fs);
+  DescRef d;
+  {
+    std::unique_lock<std::shared_mutex> g(fs->mu);
+    if (fd < 0 || static_cast<size_t>(fd) >= fs->fds.size() || !fs->fds[static_cast<size_t>(fd)])
+      return FailErrno(EBADF, "bad file descriptor");
+    d = std::move(fs->fds[static_cast<size_t>(fd)]);
+  }
+  return 0;  // the description closes when `d` is its last reference
+}
+
+int mapfs_dup(mapfs_t* fs, int fd) {
+  MAPFS_GET_FD(fs, fd, d);
+  return fs->Install(d);
+}
+
+int mapfs_dup2(mapfs_t* fs, int fd, int newfd) {
+  MAPFS_GET_FD(fs, fd, d);
+  if (newfd < 0 || newfd > (1 << 20)) return FailErrno(EBADF, "bad target descriptor");
+  if (newfd == fd) return newfd;
+  DescRef old;
+  std::unique_lock<std::shared_mutex> g(fs->mu);
+  if (fs->fds.size() <= static_cast<size_t>(newfd)) fs->fds.resize(static_cast<size_t>(newfd) + 1);
+  old = std::move(fs->fds[static_cast<size_t>(newfd)]);
+  fs->fds[static_cast<size_t>(newfd)] = d;
+  return newfd;
+}
+
+ssize_t mapfs_read(mapfs_t* fs, int fd, void* buf, size_t n) {
+  MAPFS_GET_FD(fs, fd, d);
+  auto r = fs->fs->Read(*d->f, buf, n);
+  return r.ok() ? static_cast<ssize_t>(*r) : Fail(r.status());
+}
+
+ssize_t mapfs_write(mapfs_t* fs, int fd, const void* buf, size_t n) {
+  MAPFS_GET_FD(fs, fd, d);
+  auto r = fs->fs->Write(*d->f, buf, n);
+  return r.ok() ? static_cast<ssize_t>(*r) : Fail(r.status());
+}
+
+ssize_t mapfs_pread(mapfs_t* fs, int fd, void* buf, size_t n, off_t off) {
+  MAPFS_GET_FD(fs, fd, d);
+  if (off < 0) return FailErrno(EINVAL, "negative offset");
+  auto r = fs->fs->Read(*d->f, buf, n, off);
+  return r.ok() ? static_cast<ssize_t>(*r) : Fail(r.status());
+}
+
+ssize_t mapfs_pwrite(mapfs_t* fs, int fd, const void* buf, size_t n, off_t off) {
+  MAPFS_GET_FD(fs, fd, d);
+  if (off < 0) return FailErrno(EINVAL, "negative offset");
+  auto r = fs->fs->Write(*d->f, buf, n, off);
+  return r.ok() ? static_cast<ssize_t>(*r) : Fail(r.status());
+}
+
+ssize_t mapfs_pwrite_atomic(mapfs_t* fs, int fd, const void* buf, size_t n, off_t off) {
+  MAPFS_GET_FD(fs, fd, d);
+  if (off < 0) return FailErrno(EINVAL, "negative offset");
+  auto r = fs->fs->Write(*d->f, buf, n, off, static_cast<int>(mapfs::file::Mode::kStrict));
+  return r.ok() ? static_cast<ssize_t>(*r) : Fail(r.status());
+}
+
+off_t mapfs_lseek(mapfs_t* fs, int fd, off_t off, int whence) {
+  MAPFS_GET_FD(fs, fd, d);
+  auto r = fs->fs->Seek(*d->f, off, whence);
+  return r.ok() ? static_cast<off_t>(*r) : Fail(r.status());
+}
+
+int mapfs_fsync(mapfs_t* fs, int fd) {
+  MAPFS_GET_FD(fs, fd, d);
+  return Ret(fs->fs->Fsync(*d->f));
+}
+int mapfs_fdatasync(mapfs_t* fs, int fd) { return mapfs_fsync(fs, fd); }
+
+int mapfs_ftruncate(mapfs_t* fs, int fd, off_t size) {
+  MAPFS_GET_FD(fs, fd, d);
+  return Ret(fs->fs->Ftruncate(*d->f, size));
+}
+
+int mapfs_truncate(mapfs_t* fs, const char* path, off_t size) {
+  MAPFS_CHECK_FS(fs);
+  MAPFS_CHECK_PATH(path);
+  return Ret(fs->fs->Truncate(path, size));
+}
+
+int mapfs_fallocate(mapfs_t* fs, int fd, int mode, off_t off, off_t len) {
+  MAPFS_GET_FD(fs, fd, d);
+  return Ret(fs->fs->Fallocate(*d->f, mode, off, len));
+}
+
+int mapfs_fstat(mapfs_t* fs, int fd, struct stat* st) {
+  MAPFS_GET_FD(fs, fd, d);
+  if (st == nullptr) return FailErrno(EFAULT, "null stat buffer");
+  return Ret(fs->fs->Fstat(*d->f, st));
+}
+
+int mapfs_stat(mapfs_t* fs, const char* path, struct stat* st) {
+  MAPFS_CHECK_FS(fs);
+  MAPFS_CHECK_PATH(path);
+  if (st == nullptr) return FailErrno(EFAULT, "null stat buffer");
+  return Ret(fs->fs->Stat(path, st, true));
+}
+
+int mapfs_lstat(mapfs_t* fs, const char* path, struct stat* st) {
+  MAPFS_CHECK_FS(fs);
+  MAPFS_CHECK_PATH(path);
+  if (st == nullptr) return FailErrno(EFAULT, "null stat buffer");
+  return Ret(fs->fs->Stat(path, st, false));
+}
+
+int mapfs_statvfs(mapfs_t* fs, struct statvfs* st) {
+  MAPFS_CHECK_FS(fs);
+  if (st == nullptr) return FailErrno(EFAULT, "null statvfs buffer");
+  return Ret(fs->fs->Statfs(st));
+}
+
+#define MAPFS_PATH_CALL(expr) \
+  MAPFS_CHECK_FS(fs);         \
+  return Ret(expr)
+
+int mapfs_unlink(mapfs_t* fs, const char* path) {
+  MAPFS_CHECK_PATH(path);
+  MAPFS_PATH_CALL(fs->fs->Unlink(path));
+}
+int mapfs_rename(mapfs_t* fs, const char* from, const char* to) { return mapfs_rename2(fs, from, to, 0); }
+int mapfs_rename2(mapfs_t* fs, const char* from, const char* to, unsigned flags) {
+  MAPFS_CHECK_PATH(from);
+  MAPFS_CHECK_PATH(to);
+  MAPFS_PATH_CALL(fs->fs->Rename(from, to, flags));
+}
+int mapfs_link(mapfs_t* fs, const char* from, const char* to) {
+  MAPFS_CHECK_PATH(from);
+  MAPFS_CHECK_PATH(to);
+  MAPFS_PATH_CALL(fs->fs->Link(from, to));
+}
+int mapfs_symlink(mapfs_t* fs, const char* target, const char* path) {
+  MAPFS_CHECK_PATH(target);
+  MAPFS_CHECK_PATH(path);
+  MAPFS_PATH_CALL(fs->fs->Symlink(target, path));
+}
+ssize_t mapfs_readlink(mapfs_t* fs, const char* path, char* buf, size_t size) {
+  MAPFS_CHECK_FS(fs);
+  MAPFS_CHECK_PATH(path);
+  if (size == 0) return FailErrno(EINVAL, "zero-sized buffer");
+  auto r = fs->fs->Readlink(path);
+  if (!r.ok()) return Fail(r.status());
+  size_t n = std::min(size, r->size());
+  std::memcpy(buf, r->data(), n);
+  return static_cast<ssize_t>(n);
+}
+int mapfs_mkdir(mapfs_t* fs, const char* path, mode_t mode) {
+  MAPFS_CHECK_PATH(path);
+  MAPFS_PATH_CALL(fs->fs->Mkdir(path, mode));
+}
+int mapfs_rmdir(mapfs_t* fs, const char* path) {
+  MAPFS_CHECK_PATH(path);
+  MAPFS_PATH_CALL(fs->fs->Rmdir(path));
+}
+int mapfs_chmod(mapfs_t* fs, const char* path, mode_t mode) {
+  MAPFS_CHECK_PATH(path);
+  MAPFS_PATH_CALL(fs->fs->Chmod(path, mode));
+}
+int mapfs_fchmod(mapfs_t* fs, int fd, mode_t mode) {
+  MAPFS_GET_FD(fs, fd, d);
+  return Ret(fs->fs->Fchmod(*d->f, mode));
+}
+int mapfs_chown(mapfs_t* fs, const char* path, uid_t uid, gid_t gid) {
+  MAPFS_CHECK_PATH(path);
+  MAPFS_PATH_CALL(fs->fs->Chown(path, uid, gid, true));
+}
+int mapfs_lchown(mapfs_t* fs, const char* path, uid_t uid, gid_t gid) {
+  MAPFS_CHECK_PATH(path);
+  MAPFS_PATH_CALL(fs->fs->Chown(path, uid, gid, false));
+}
+int mapfs_fchown(mapfs_t* fs, int fd, uid_t uid, gid_t gid) {
+  MAPFS_GET_FD(fs, fd, d);
+  return Ret(fs->fs->Fchown(*d->f, uid, gid));
+}
+int mapfs_utimens(mapfs_t* fs, const char* path, const struct timespec ts[2]) {
+  MAPFS_CHECK_PATH(path);
+  MAPFS_PATH_CALL(fs->fs->Utimens(path, ts, true));
+}
+int mapfs_lutimens(mapfs_t* fs, const char* path, const struct timespec ts[2]) {
+  MAPFS_CHECK_PATH(path);
+  MAPFS_PATH_CALL(fs->fs->Utimens(path, ts, false));
+}
+int mapfs_futimens(mapfs_t* fs, int fd, const struct timespec ts[2]) {
+  MAPFS_GET_FD(fs, fd, d);
+  return Ret(fs->fs->Futimens(*d->f, ts));
+}
+
+mapfs_dir_t* mapfs_opendir(mapfs_t* fs, const char* path) {
+  if (fs == nullptr || path == nullptr) {
+    FailErrno(EINVAL, "null argument");
+    return nullptr;
+  }
+  auto f = fs->fs->Open(path, O_RDONLY | O_DIRECTORY, 0);
+  if (!f.ok()) {
+    Fail(f.status());
+    return nullptr;
+  }
+  auto* d = new (std::nothrow) mapfs_dir();
+  if (d == nullptr) {
+    FailErrno(ENOMEM, "out of memory");
+    return nullptr;
+  }
+  d->fs = fs;
+  d->d = std::make_shared<Description>(fs->fs.get(), std::move(*f));
+  return d;
+}
+
+struct dirent* mapfs_readdir(mapfs_dir_t* d) {
+  if (d == nullptr) {
+    FailErrno(EBADF, "null directory stream");
+    return nullptr;
+  }
+  if (d->pos == d->buf.size()) {
+    if (d->eof) return nullptr;
+    d->buf.clear();
+    d->pos = 0;
+    Status st = d->fs->fs->ReadDir(*d->d->f, d->cookie, [&](const mapfs::fs::DirEntryOut& e) {
+      d->buf.push_back(e);
+      return d->buf.size() < 128;
+    });
+    if (!st.ok()) {
+      Fail(st);
+      return nullptr;
+    }
+    if (d->buf.empty()) {
+      d->eof = true;
+      return nullptr;
+    }
+  }
+  const auto& e = d->buf[d->pos++];
+  d->cookie = e.cookie;
+  std::memset(&d->ent, 0, sizeof d->ent);
+  d->ent.d_ino = e.ino;
+  d->ent.d_off = static_cast<off_t>(e.cookie);
+  d->ent.d_type = e.type;
+  d->ent.d_reclen = sizeof d->ent;
+  std::memcpy(d->ent.d_name, e.name.data(), std::min(e.name.size(), sizeof d->ent.d_name - 1));
+  return &d->ent;
+}
+
+int mapfs_closedir(mapfs_dir_t* d) {
+  if (d == nullptr) return FailErrno(EBADF, "null directory stream");
+  delete d;
+  return 0;
+}
+
+long mapfs_telldir(mapfs_dir_t* d) { return d ? static_cast<long>(d->cookie) : -1; }
+
+void mapfs_seekdir(mapfs_dir_t* d, long pos) {
+  if (d == nullptr || pos < 0) return;
+  d->cookie = static_cast<uint64_t>(pos);
+  d->buf.clear();
+  d->pos = 0;
+  d->eof = false;
+}
+
+void mapfs_rewinddir(mapfs_dir_t* d) { mapfs_seekdir(d, 0); }
+
+void* mapfs_mmap(mapfs_t* fs, int fd, size_t* capacity) {
+  if (fs == nullptr) {
+    FailErrno(EINVAL, "null handle");
+    return nullptr;
+  }
+  DescRef d = fs->Get(fd);
+  if (!d) {
+    FailErrno(EBADF, "bad file descriptor");
+    return nullptr;
+  }
+  uint64_t cap = 0;
+  auto p = fs->fs->Map(*d->f, &cap);
+  if (!p.ok()) {
+    Fail(p.status());
+    return nullptr;
+  }
+  if (capacity) *capacity = cap;
+  return *p;
+}
 
 }  // extern "C"

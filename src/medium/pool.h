@@ -70,6 +70,7 @@ class Pool {
   bool needs_recovery() const { return needs_recovery_; }
   int replayed_at_open() const { return replayed_; }
   uint64_t mount_token() const { return token_; }
+  int mount_slot() const { return mount_slot_; }  // index in SharedState::mounts
 
   SharedState* shared() const { return shared_; }
   RedoLog& redo() { return redo_; }

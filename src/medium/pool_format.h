@@ -19,7 +19,7 @@
 namespace mapfs::medium::format {
 
 constexpr char kMagic[8] = {'M', 'A', 'P', 'F', 'S', 'P', 'L', '1'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;  // 2: the file system (PoolState::fs_super)
 constexpr uint64_t kHeaderOff = 0;
 constexpr uint64_t kStateOff = 1024;
 constexpr uint64_t kRedoOff = 4096;
@@ -67,10 +67,12 @@ struct PoolState {
   uint64_t space_root;      // state of the top partition (space layer)
   uint64_t open_count;      // number of mounts ever (statistics)
   uint64_t recoveries;      // number of recoveries run (statistics)
-  uint64_t reserved[12];
+  uint64_t fs_super;        // virtual offset of the superblock (meta layer), 0 = none yet
+  uint64_t reserved[11];
 };
 static_assert(sizeof(PoolState) == 128);
 static_assert(offsetof(PoolState, space_root) == 8);
+static_assert(offsetof(PoolState, fs_super) == 32);
 static_assert(kStateOff + sizeof(PoolState) <= kRedoOff);
 
 }  // namespace mapfs::medium::format

@@ -41,6 +41,8 @@ class Tx {
   void Put64(uint64_t pool_off, uint64_t value);
   // Records a store of `len` bytes.
   void PutBytes(uint64_t pool_off, const void* data, size_t len);
+  // Appends every record of `o` (applied after this one's).
+  void Append(const Tx& o) { buf_.insert(buf_.end(), o.buf_.begin(), o.buf_.end()); }
   bool empty() const { return buf_.empty(); }
   size_t payload_bytes() const { return buf_.size() * 8; }
   void Clear() { buf_.clear(); }

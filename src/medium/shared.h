@@ -16,12 +16,15 @@ namespace mapfs::medium {
 
 // Locks the core takes across processes. A holder that dies leaves the lock
 // "owner dead"; the next taker replays the dead process's redo records first.
-enum class LockId : int { kPpt = 0, kSpace = 1, kRecovery = 2, kCount = 3 };
+enum class LockId : int { kPpt = 0, kSpace = 1, kRecovery = 2, kInodes = 3, kRename = 4, kCount = 5 };
 
 constexpr int kMaxRedoSlots = 64;
 constexpr int kMaxMounts = 256;
 constexpr size_t kVmSharedBytes = 72 * 1024;
 constexpr size_t kSpaceSharedBytes = 4 * 1024;
+// The meta layer's lock table, open counts and reader holds (meta/shared_fs.h).
+// Sparse: only the pages that are touched cost memory.
+constexpr size_t kFsSharedBytes = 24 * 1024 * 1024;
 
 struct MountEntry {
   std::atomic<uint64_t> token;  // 0 = free; otherwise unique per mount
@@ -38,9 +41,10 @@ struct SharedState {
   std::atomic<uint64_t> next_token;
   alignas(64) unsigned char vm[kVmSharedBytes];        // vm::SharedVm
   alignas(64) unsigned char space[kSpaceSharedBytes];  // space layer
+  alignas(4096) unsigned char fs[kFsSharedBytes];      // meta layer
 };
 
 constexpr uint64_t kSharedMagic = 0x4d415046534d454dull;  // "MAPFSMEM"
-constexpr uint64_t kSharedLayoutVersion = 1;
+constexpr uint64_t kSharedLayoutVersion = 2;
 
 }  // namespace mapfs::medium

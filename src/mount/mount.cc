@@ -14,7 +14,7 @@ Result<std::unique_ptr<Mount>> Mount::Open(const std::string& pool_path, const M
   auto space = space::Partitions::Open(m->pool_.get(), m->vm_.get());
   if (!space.ok()) return space.status();
   m->space_ = std::move(*space);
-  m->pool_->FinishOpen();
+  if (!opt.defer_finish) m->pool_->FinishOpen();
   return m;
 }
 

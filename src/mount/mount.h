@@ -14,6 +14,9 @@ namespace mapfs {
 
 struct MountOptions {
   vm::VmOptions vm;
+  // Leave the pool's open protocol unfinished (other openers wait) so that
+  // the layers above can recover first; they call pool().FinishOpen().
+  bool defer_finish = false;
 };
 
 class Mount {

@@ -29,8 +29,8 @@ using medium::Load64;
 using medium::LockId;
 using medium::PoolLock;
 
-Status Vm::Pswap(uint64_t a, uint64_t b, uint64_t npages) {
-  if (npages == 0) return Status::Ok();
+Status Vm::Pswap(uint64_t a, uint64_t b, uint64_t npages, const medium::Tx* with) {
+  if (npages == 0) return with ? pool_->redo().Commit(*with) : Status::Ok();
   if (!IsAligned(a, kPageSize) || !IsAligned(b, kPageSize))
     return Status::Error(EINVAL, "pswap: ranges must be page aligned");
   uint64_t len = npages * kPageSize;
@@ -40,15 +40,15 @@ Status Vm::Pswap(uint64_t a, uint64_t b, uint64_t npages) {
 
   if (npages <= opt_.copy_swap_max_pages) {
     bool done = false;
-    MAPFS_RETURN_IF_ERROR(PswapCopy(a, b, npages, &done));
+    MAPFS_RETURN_IF_ERROR(PswapCopy(a, b, npages, with, &done));
     if (done) return Status::Ok();
   }
-  return PswapRemap(a, b, npages);
+  return PswapRemap(a, b, npages, with);
 }
 
 // Small swaps: exchange the bytes through the redo log and leave every
 // mapping alone. Only when both sides are fully backed.
-Status Vm::PswapCopy(uint64_t a, uint64_t b, uint64_t npages, bool* done) {
+Status Vm::PswapCopy(uint64_t a, uint64_t b, uint64_t npages, const medium::Tx* with, bool* done) {
   PoolLock lock(pool_, LockId::kPpt);
   std::vector<uint64_t> pa(npages), pb(npages);
   for (uint64_t i = 0; i < npages; i++) {
@@ -62,13 +62,14 @@ Status Vm::PswapCopy(uint64_t a, uint64_t b, uint64_t npages, bool* done) {
     tx.PutBytes(pa[i], pool_->base() + pb[i], kPageSize);
     tx.PutBytes(pb[i], pool_->base() + pa[i], kPageSize);
   }
+  if (with) tx.Append(*with);
   if (tx.payload_bytes() > pool_->redo().capacity()) return Status::Ok();
   MAPFS_RETURN_IF_ERROR(pool_->redo().Commit(tx));
   *done = true;
   return Status::Ok();
 }
 
-Status Vm::PswapRemap(uint64_t a, uint64_t b, uint64_t npages) {
+Status Vm::PswapRemap(uint64_t a, uint64_t b, uint64_t npages, const medium::Tx* with) {
   medium::Tx tx;
   struct Unit {
     uint64_t va, vb;
@@ -128,6 +129,7 @@ Status Vm::PswapRemap(uint64_t a, uint64_t b, uint64_t npages) {
       tx.Put64(pool_->offset_of(ptes[1]), pa);
       units.push_back({va, vb, 0});
     }
+    if (with) tx.Append(*with);
     if (tx.payload_bytes() > pool_->redo().capacity())
       return Status::Error(E2BIG, "pswap: ranges that are not swap-aligned are limited to " +
                                       std::to_string(pool_->redo().capacity() / 48) + " pages");

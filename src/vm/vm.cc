@@ -350,10 +350,31 @@ bool Vm::HandleFault(void* addr) {
 
 // ---------------------------------------------------------------- populate / unmap
 
+// Lock-free: PPT entries are single words and tables are never freed, so a
+// "backed" answer stays true until someone unmaps the range, which callers
+// exclude with their own locks.
+bool Vm::Backed(uint64_t voff, uint64_t len) {
+  uint64_t end = voff + len;
+  for (uint64_t c = voff / kChunkSize; c <= (end - 1) / kChunkSize; c++) {
+    uint64_t cv = c * kChunkSize;
+    uint64_t* pmd = Slot(cv, 1, false, nullptr);
+    if (pmd == nullptr) return false;
+    uint64_t e = Load64(pmd);
+    if (!ppt::IsPresent(e)) return false;
+    if (ppt::IsLeaf(e)) continue;
+    auto* t = pool_->at<uint64_t>(ppt::Target(e));
+    uint64_t lo = std::max(voff, cv), hi = std::min(end, cv + kChunkSize);
+    for (uint64_t p = AlignDown(lo, kPageSize); p < hi; p += kPageSize)
+      if (!ppt::IsPresent(Load64(&t[ppt::Index(p, 0)]))) return false;
+  }
+  return true;
+}
+
 Status Vm::Populate(uint64_t voff, uint64_t len) {
   if (len == 0) return Status::Ok();
   if (voff >= size_ || len > size_ - voff) return Status::Error(EINVAL, "range outside the region");
   uint64_t end = voff + len;
+  if (Backed(voff, len)) return Map(voff, len);
   {
     PoolLock lock(pool_, LockId::kPpt);
     for (uint64_t c = voff / kChunkSize; c <= (end - 1) / kChunkSize; c++) {

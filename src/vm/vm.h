@@ -39,6 +39,7 @@
 
 namespace mapfs::medium {
 class Pool;
+class Tx;
 }
 
 namespace mapfs::vm {
@@ -96,6 +97,8 @@ class Vm {
   // Backs every page of [voff, voff+len) with pool pages (allocating whole
   // chunks where nothing is mapped yet) and maps them in this process.
   Status Populate(uint64_t voff, uint64_t len);
+  // True when every page of [voff, voff+len) is backed (no lock taken).
+  bool Backed(uint64_t voff, uint64_t len);
   // Maps in this process whatever of [voff, voff+len) the PPT maps; pages
   // with no backing stay inaccessible (a touch faults and populates them).
   Status Map(uint64_t voff, uint64_t len);
@@ -107,8 +110,10 @@ class Vm {
   // [b, b+n pages). Both page aligned, inside the region, not overlapping.
   // Where a and b are swap-aligned, whole 2 MiB / 1 GiB runs are swapped as
   // single PMD / PUD entries. Durable on return; a crash leaves either the
-  // old or the new mappings.
-  Status Pswap(uint64_t a, uint64_t b, uint64_t npages);
+  // old or the new mappings. The stores in `with` (if any) commit in the
+  // same redo transaction: the file layer publishes a file's new partition
+  // or size atomically with the swap.
+  Status Pswap(uint64_t a, uint64_t b, uint64_t npages, const medium::Tx* with = nullptr);
   // Drops mappings other processes have made stale. Cheap when none did.
   void Sync();
   // Drops this process's mappings of [voff, voff+len) (whole chunks); the
@@ -144,8 +149,8 @@ class Vm {
   // creating missing tables above it when `create`; nullptr if absent.
   uint64_t* Slot(uint64_t voff, int level, bool create, Status* err);
   Status SplitLeaf(uint64_t* pmd);
-  Status PswapRemap(uint64_t a, uint64_t b, uint64_t npages);
-  Status PswapCopy(uint64_t a, uint64_t b, uint64_t npages, bool* done);
+  Status PswapRemap(uint64_t a, uint64_t b, uint64_t npages, const medium::Tx* with);
+  Status PswapCopy(uint64_t a, uint64_t b, uint64_t npages, const medium::Tx* with, bool* done);
 
   // Process mappings. chunk_state(c) = number of runs mapped (0 = none).
   std::atomic<uint16_t>& ChunkState(uint64_t chunk);

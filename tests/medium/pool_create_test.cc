@@ -61,7 +61,7 @@ TEST(MediumPoolCreate, HeaderHoldsRequestedGeometry) {
 
   format::PoolHeader h = ReadHeader(tp.path());
   EXPECT_EQ(std::memcmp(h.magic, "MAPFSPL1", 8), 0);
-  EXPECT_EQ(h.version, 1u);
+  EXPECT_EQ(h.version, mapfs::medium::format::kVersion);
   EXPECT_EQ(h.header_size, 512u);
   EXPECT_EQ(h.pool_size, 64 * MiB);
   EXPECT_EQ(h.page_shift, 21u);

@@ -117,7 +117,7 @@ TEST(MediumPoolOpen, WrongVersionIsRefused) {
   TempPool tp(kSize);
   ASSERT_TRUE(tp.status().ok());
   const PoolHeader good = ReadHeader(tp.path());
-  for (uint32_t v : {0u, 2u, 0xffffffffu}) {
+  for (uint32_t v : {0u, 1u, 3u, 0xffffffffu}) {  // 1: pools from before the file system
     PoolHeader h = good;
     h.version = v;
     ASSERT_TRUE(WriteHeader(tp.path(), h, /*fix_checksum=*/true));

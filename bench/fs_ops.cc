@@ -1,0 +1,296 @@
+#include "fs_ops.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "bench_util.h"
+#include "common/units.h"
+#include "mapfs/mapfs.h"
+#include "medium/persist.h"
+
+namespace mapfs::bench {
+namespace {
+
+// One file system under test, POSIX-shaped.
+struct Target {
+  virtual ~Target() = default;
+  virtual int Open(const std::string& p, int flags, mode_t m = 0644) = 0;
+  virtual int Close(int fd) = 0;
+  virtual ssize_t Pwrite(int fd, const void* b, size_t n, off_t o) = 0;
+  virtual ssize_t Pread(int fd, void* b, size_t n, off_t o) = 0;
+  virtual ssize_t Write(int fd, const void* b, size_t n) = 0;
+  virtual int Stat(const std::string& p, struct stat* st) = 0;
+  virtual int Unlink(const std::string& p) = 0;
+  virtual int Rename(const std::string& a, const std::string& b) = 0;
+  virtual int Mkdir(const std::string& p) = 0;
+  virtual int Rmdir(const std::string& p) = 0;
+  std::string name, mode = "-";
+};
+
+struct Tmpfs : Target {
+  std::string root;
+  explicit Tmpfs(std::string r) : root(std::move(r)) { name = "tmpfs"; }
+  std::string P(const std::string& p) { return root + p; }
+  int Open(const std::string& p, int f, mode_t m) override { return ::open(P(p).c_str(), f, m); }
+  int Close(int fd) override { return ::close(fd); }
+  ssize_t Pwrite(int fd, const void* b, size_t n, off_t o) override { return ::pwrite(fd, b, n, o); }
+  ssize_t Pread(int fd, void* b, size_t n, off_t o) override { return ::pread(fd, b, n, o); }
+  ssize_t Write(int fd, const void* b, size_t n) override { return ::write(fd, b, n); }
+  int Stat(const std::string& p, struct stat* st) override { return ::stat(P(p).c_str(), st); }
+  int Unlink(const std::string& p) override { return ::unlink(P(p).c_str()); }
+  int Rename(const std::string& a, const std::string& b) override { return ::rename(P(a).c_str(), P(b).c_str()); }
+  int Mkdir(const std::string& p) override { return ::mkdir(P(p).c_str(), 0755); }
+  int Rmdir(const std::string& p) override { return ::rmdir(P(p).c_str()); }
+};
+
+struct Mapfs : Target {
+  mapfs_t* fs;
+  int oflag;
+  Mapfs(mapfs_t* f, const std::string& m) : fs(f) {
+    name = "mapfs";
+    mode = m;
+    oflag = m == "posix" ? MAPFS_O_POSIX : m == "strict" ? MAPFS_O_STRICT : MAPFS_O_SYNCMODE;
+  }
+  int Open(const std::string& p, int f, mode_t m) override { return mapfs_open(fs, p.c_str(), f | oflag, m); }
+  int Close(int fd) override { return mapfs_close(fs, fd); }
+  ssize_t Pwrite(int fd, const void* b, size_t n, off_t o) override { return mapfs_pwrite(fs, fd, b, n, o); }
+  ssize_t Pread(int fd, void* b, size_t n, off_t o) override { return mapfs_pread(fs, fd, b, n, o); }
+  ssize_t Write(int fd, const void* b, size_t n) override { return mapfs_write(fs, fd, b, n); }
+  int Stat(const std::string& p, struct stat* st) override { return mapfs_stat(fs, p.c_str(), st); }
+  int Unlink(const std::string& p) override { return mapfs_unlink(fs, p.c_str()); }
+  int Rename(const std::string& a, const std::string& b) override { return mapfs_rename(fs, a.c_str(), b.c_str()); }
+  int Mkdir(const std::string& p) override { return mapfs_mkdir(fs, p.c_str(), 0755); }
+  int Rmdir(const std::string& p) override { return mapfs_rmdir(fs, p.c_str()); }
+};
+
+bool Check(bool ok, const char* what) {
+  if (!ok) std::fprintf(stderr, "mapfs bench: %s failed: %s (%s)\n", what, std::strerror(errno), mapfs_last_error());
+  return ok;
+}
+
+constexpr size_t kIo = 4096;
+
+// Micro workloads on one target; returns ns for the whole workload or -1.
+double MicroRun(Target& t, const std::string& w, uint64_t size, char* buf, const std::vector<uint64_t>& offs) {
+  const std::string f = "/micro.dat";
+  uint64_t t0 = 0, t1 = 0;
+  if (w == "append" || w == "swe") {
+    t.Unlink(f);
+    int fd = t.Open(f, O_CREAT | O_WRONLY | O_TRUNC);
+    if (!Check(fd >= 0, "open")) return -1;
+    t0 = NowNs();
+    if (w == "append") {
+      for (uint64_t o = 0; o < size; o += kIo)
+        if (t.Write(fd, buf, kIo) != static_cast<ssize_t>(kIo)) return Check(false, "append"), -1;
+    } else {
+      for (int i = 0; i < 10; i++)
+        if (t.Write(fd, buf, size / 10) != static_cast<ssize_t>(size / 10)) return Check(false, "write"), -1;
+    }
+    t1 = NowNs();
+    t.Close(fd);
+    return static_cast<double>(t1 - t0);
+  }
+  int fd = t.Open(f, O_RDWR);
+  if (!Check(fd >= 0, "open existing")) return -1;
+  t0 = NowNs();
+  if (w == "rw") {
+    for (uint64_t o : offs)
+      if (t.Pwrite(fd, buf, kIo, static_cast<off_t>(o)) != static_cast<ssize_t>(kIo)) return Check(false, "pwrite"), -1;
+  } else if (w == "rr") {
+    for (uint64_t o : offs)
+      if (t.Pread(fd, buf, kIo, static_cast<off_t>(o)) != static_cast<ssize_t>(kIo)) return Check(false, "pread"), -1;
+  } else if (w == "sw") {
+    for (int i = 0; i < 10; i++)
+      if (t.Pwrite(fd, buf, size / 10, static_cast<off_t>(i * (size / 10))) != static_cast<ssize_t>(size / 10))
+        return Check(false, "pwrite"), -1;
+  } else if (w == "sr") {
+    for (int i = 0; i < 10; i++)
+      if (t.Pread(fd, buf, size / 10, static_cast<off_t>(i * (size / 10))) != static_cast<ssize_t>(size / 10))
+        return Check(false, "pread"), -1;
+  }
+  t1 = NowNs();
+  t.Close(fd);
+  return static_cast<double>(t1 - t0);
+}
+
+// The floor: the same bytes with the raw primitives on a mapped file.
+double FloorRun(char* map, const std::string& w, uint64_t size, char* buf, const std::vector<uint64_t>& offs) {
+  uint64_t t0 = NowNs();
+  if (w == "append" || w == "rw") {
+    if (w == "append")
+      for (uint64_t o = 0; o < size; o += kIo) medium::CopyNt(map + o, buf, kIo), medium::Fence();
+    else
+      for (uint64_t o : offs) medium::CopyNt(map + o, buf, kIo), medium::Fence();
+  } else if (w == "rr") {
+    for (uint64_t o : offs) std::memcpy(buf, map + o, kIo);
+  } else if (w == "sw" || w == "swe") {
+    for (int i = 0; i < 10; i++) medium::CopyNt(map + i * (size / 10), buf, size / 10), medium::Fence();
+  } else if (w == "sr") {
+    for (int i = 0; i < 10; i++) std::memcpy(buf, map + i * (size / 10), size / 10);
+  }
+  return static_cast<double>(NowNs() - t0);
+}
+
+int RunMicro(const FsBenchOptions& o, mapfs_t* fs, Tmpfs& tmp, std::vector<Row>& rows) {
+  uint64_t size = o.size ? o.size : o.quick ? 64 * MiB : 1 * GiB;
+  size = AlignDown(size, 10 * kIo);
+  int repeat = o.repeat ? o.repeat : o.quick ? 2 : 3;
+  std::vector<char> big(size / 10 + kIo, 'x');
+  char* buf = big.data();
+  std::mt19937_64 rng(42);
+  std::vector<uint64_t> offs(size / kIo);
+  for (auto& x : offs) x = (rng() % (size / kIo)) * kIo;
+  // Floor file.
+  std::string floor_path = o.dir + "/mapfs-bench-floor-" + std::to_string(getpid());
+  int ffd = ::open(floor_path.c_str(), O_CREAT | O_RDWR | O_TRUNC, 0600);
+  if (ffd < 0 || ::ftruncate(ffd, static_cast<off_t>(size)) != 0) return Check(false, "floor file"), 1;
+  char* map = static_cast<char*>(::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, ffd, 0));
+  ::close(ffd);
+  ::unlink(floor_path.c_str());
+  if (map == MAP_FAILED) return Check(false, "mmap floor"), 1;
+
+  std::vector<std::unique_ptr<Target>> targets;
+  targets.push_back(std::make_unique<Tmpfs>(tmp));
+  for (size_t i = 0; i < o.modes.size();) {
+    size_t j = o.modes.find(',', i);
+    if (j == std::string::npos) j = o.modes.size();
+    targets.push_back(std::make_unique<Mapfs>(fs, o.modes.substr(i, j - i)));
+    i = j + 1;
+  }
+  std::printf("\nmicro: file of %s, 4 KiB I/O, median of %d (ns per op)\n", FormatSize(size).c_str(), repeat);
+  std::printf("%-8s %-14s %12s %10s %10s %9s\n", "workload", "fs", "ns/op", "GB/s", "x tmpfs", "x floor");
+  for (std::string w : {"append", "swe", "sw", "sr", "rw", "rr"}) {
+    uint64_t ops = (w == "rw" || w == "rr" || w == "append") ? size / kIo : 10;
+    std::vector<std::vector<double>> t(targets.size());
+    std::vector<double> fl;
+    for (int r = 0; r < repeat; r++) {
+      fl.push_back(FloorRun(map, w, size, buf, offs));
+      for (size_t k = 0; k < targets.size(); k++) {
+        if (w != "append" && w != "swe") {
+          // Reads and overwrites need the file: write it once per target.
+          struct stat st;
+          if (targets[k]->Stat("/micro.dat", &st) != 0 || static_cast<uint64_t>(st.st_size) != size)
+            if (MicroRun(*targets[k], "swe", size, buf, offs) < 0) return 1;
+        }
+        double ns = MicroRun(*targets[k], w, size, buf, offs);
+        if (ns < 0) return 1;
+        t[k].push_back(ns);
+      }
+    }
+    Spread f = SpreadOf(fl), base = SpreadOf(t[0]);
+    rows.push_back({w, "floor", "-", "4k", 0, ops, size, f});
+    auto print = [&](const std::string& fsn, const std::string& mode, const Spread& s) {
+      double gbps = static_cast<double>(size) / s.median;
+      std::printf("%-8s %-14s %12.0f %10.2f %9.2fx %8.2fx\n", w.c_str(), (fsn + (mode == "-" ? "" : "/" + mode)).c_str(),
+                  s.median / static_cast<double>(ops), gbps, base.median / s.median, f.median / s.median);
+    };
+    print("floor", "-", f);
+    for (size_t k = 0; k < targets.size(); k++) {
+      Spread s = SpreadOf(t[k]);
+      rows.push_back({w, targets[k]->name, targets[k]->mode, "4k", 0, ops, size, s});
+      print(targets[k]->name, targets[k]->mode, s);
+    }
+    std::fflush(stdout);
+  }
+  for (auto& tg : targets) tg->Unlink("/micro.dat");
+  ::munmap(map, size);
+  return 0;
+}
+
+int RunMeta(const FsBenchOptions& o, mapfs_t* fs, Tmpfs& tmp, std::vector<Row>& rows) {
+  uint64_t n = o.ops ? o.ops : o.quick ? 2000 : 20000;
+  int repeat = o.repeat ? o.repeat : 3;
+  Mapfs m(fs, "sync");
+  Target* ts[2] = {&tmp, &m};
+  std::printf("\nmeta: %llu files in one directory, median of %d (ns per op)\n", static_cast<unsigned long long>(n),
+              repeat);
+  std::printf("%-8s %-8s %12s %10s\n", "workload", "fs", "ns/op", "x tmpfs");
+  const char* names[] = {"create", "open", "stat", "rename", "unlink"};
+  std::vector<double> t[5][2];
+  for (int r = 0; r < repeat; r++) {
+    for (int k = 0; k < 2; k++) {
+      Target& x = *ts[k];
+      x.Mkdir("/meta");
+      auto path = [](uint64_t i, const char* p) { return std::string("/meta/") + p + std::to_string(i); };
+      struct stat st;
+      uint64_t t0 = NowNs();
+      for (uint64_t i = 0; i < n; i++) {
+        int fd = x.Open(path(i, "f"), O_CREAT | O_WRONLY | O_EXCL);
+        if (!Check(fd >= 0, "create")) return 1;
+        x.Close(fd);
+      }
+      uint64_t t1 = NowNs();
+      for (uint64_t i = 0; i < n; i++) {
+        int fd = x.Open(path(i, "f"), O_RDONLY);
+        if (!Check(fd >= 0, "open")) return 1;
+        x.Close(fd);
+      }
+      uint64_t t2 = NowNs();
+      for (uint64_t i = 0; i < n; i++)
+        if (!Check(x.Stat(path(i, "f"), &st) == 0, "stat")) return 1;
+      uint64_t t3 = NowNs();
+      for (uint64_t i = 0; i < n; i++)
+        if (!Check(x.Rename(path(i, "f"), path(i, "g")) == 0, "rename")) return 1;
+      uint64_t t4 = NowNs();
+      for (uint64_t i = 0; i < n; i++)
+        if (!Check(x.Unlink(path(i, "g")) == 0, "unlink")) return 1;
+      uint64_t t5 = NowNs();
+      x.Rmdir("/meta");
+      uint64_t ts5[] = {t0, t1, t2, t3, t4, t5};
+      for (int w = 0; w < 5; w++) t[w][k].push_back(static_cast<double>(ts5[w + 1] - ts5[w]));
+    }
+  }
+  for (int w = 0; w < 5; w++) {
+    Spread a = SpreadOf(t[w][0]), b = SpreadOf(t[w][1]);
+    rows.push_back({names[w], "tmpfs", "-", "4k", 0, n, 0, a});
+    rows.push_back({names[w], "mapfs", "sync", "4k", 0, n, 0, b});
+    std::printf("%-8s %-8s %12.0f %10s\n", names[w], "tmpfs", a.median / static_cast<double>(n), "1.00x");
+    std::printf("%-8s %-8s %12.0f %9.2fx\n", names[w], "mapfs", b.median / static_cast<double>(n), a.median / b.median);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int RunFsBench(const FsBenchOptions& opt) {
+  FsBenchOptions o = opt;
+  if (o.dir.empty()) o.dir = "/dev/shm";
+  std::string pool = o.dir + "/mapfs-bench-" + std::to_string(getpid()) + ".pool";
+  std::string tdir = o.dir + "/mapfs-bench-tmpfs-" + std::to_string(getpid());
+  uint64_t size = o.size ? o.size : o.quick ? 64 * MiB : 1 * GiB;
+  struct mapfs_mkfs_options mk {};
+  mk.size = std::max<uint64_t>(3 * size + 512 * MiB, 1 * GiB);
+  mk.page_size = 4096;
+  mk.mode = MAPFS_MODE_SYNC;
+  if (mapfs_mkfs(pool.c_str(), &mk) != 0) return Check(false, "mkfs"), 1;
+  mapfs_t* fs = mapfs_mount(pool.c_str(), nullptr);
+  if (fs == nullptr) {
+    ::unlink(pool.c_str());
+    return Check(false, "mount"), 1;
+  }
+  ::mkdir(tdir.c_str(), 0700);
+  Tmpfs tmp(tdir);
+  std::printf("mapfs bench %s; %s\n", o.suite.c_str(), MachineDescription().c_str());
+  std::vector<Row> rows;
+  int rc = o.suite == "micro" ? RunMicro(o, fs, tmp, rows) : RunMeta(o, fs, tmp, rows);
+  mapfs_unmount(fs);
+  ::unlink(pool.c_str());
+  std::string cmd = "rm -rf '" + tdir + "'";
+  if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "mapfs bench: could not remove %s\n", tdir.c_str());
+  if (rc == 0 && !o.json.empty() && !WriteJson(o.json, o.suite, rows)) {
+    std::fprintf(stderr, "mapfs bench: cannot write %s\n", o.json.c_str());
+    return 1;
+  }
+  return rc;
+}
+
+}  // namespace mapfs::bench

@@ -1,0 +1,113 @@
+// Internals shared by cib.cc (operations), cib_split.cc (block splits,
+// overflow blocks, index growth) and cib_check.cc (fsck). Not part of the
+// layer's interface.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dir/cib.h"
+#include "dir/cib_format.h"
+#include "vm/vm.h"
+
+namespace mapfs::dir::internal {
+
+namespace f = format;
+
+uint64_t NameHash(uint64_t seed, std::string_view name);
+uint64_t Mix64(uint64_t x);
+// EINVAL / ENAMETOOLONG for names a directory cannot hold.
+Status ValidName(std::string_view name);
+// Elements per index array, honouring the test cap.
+int TopCap();
+int NodeCap();
+
+inline uint64_t Bit(int i) { return uint64_t{1} << i; }
+inline uint64_t SlotVoff(uint64_t blk, int i) { return blk + f::SlotOff(i); }
+inline uint64_t Cookie(uint64_t hash) { return (hash >> 1) < 3 ? 3 : hash >> 1; }
+
+// Computes the root header checksum.
+uint32_t RootCrc(const f::Root& r);
+
+// One position of a descent: an index array and the element taken.
+struct Level {
+  uint64_t node = 0;   // 0: the root's top array
+  uint64_t arr = 0;    // virtual offset of element 0
+  int count = 0;
+  int idx = 0;
+  int level = 0;       // level of the children's array owner: depth for the root
+};
+struct Path {
+  std::vector<Level> levels;  // root first
+  uint64_t block = 0;
+  uint64_t lo = 0, hi = 0;    // the block's range
+};
+
+// The pending view of one block: bitmaps on media (M) and as the caller's
+// transaction would leave them (P), and the slots in use in either.
+struct PendBlock {
+  uint64_t voff = 0;
+  uint64_t M = 0, P = 0, LM = 0, LP = 0;
+  uint64_t occupied = 0;  // heads and continuation slots of M | P
+  int FreeSlots() const { return __builtin_popcountll(f::kSlotMask & ~occupied); }
+};
+
+// One operation on one directory. Reads go through the vm's mapping; every
+// value read from the pool is checked before it is trusted.
+class Dir {
+ public:
+  Dir(const Env& env, uint64_t root) : env_(env), root_(root) {}
+
+  // Validates the root (placement, magic, version, checksum, counters).
+  Status Open();
+
+  const Env& env() const { return env_; }
+  uint64_t root() const { return root_; }
+  const f::Root* r() const { return r_; }
+  uint64_t seed() const { return r_->seed; }
+  uint64_t Hash(std::string_view name) const { return NameHash(r_->seed, name); }
+
+  template <typename T>
+  T* At(uint64_t voff) const { return reinterpret_cast<T*>(env_.vm->at(voff)); }
+  // A virtual offset that may name one of this directory's partitions.
+  bool Plausible(uint64_t voff) const {
+    return voff != 0 && voff % f::kPartSize == 0 && voff <= env_.vm->size() - f::kPartSize;
+  }
+  Status Damaged(uint64_t voff, const std::string& what) const;
+
+  // Header checks of a block of `kind` / a node of `level`.
+  Status CheckBlock(uint64_t voff, uint16_t kind) const;
+  Status CheckNode(uint64_t voff, int level) const;
+
+  // Index descent to the primary block whose range holds `h`.
+  Status Descend(uint64_t h, Path* p) const;
+
+  // Slot access: as on media (tx null) or as `tx` would leave it.
+  Status ReadSlot(uint64_t blk, int i, const meta::MetaTx* tx, f::Slot* out) const;
+  Status ReadWord(uint64_t voff, const meta::MetaTx* tx, uint64_t* out) const;
+  // The name of the entry whose head is `head`; returns its length in *len.
+  Status ReadName(uint64_t blk, const f::Slot& head, const meta::MetaTx* tx, char* out, size_t* len) const;
+
+  Status LoadPend(uint64_t blk, const meta::MetaTx* tx, PendBlock* pb) const;
+  // Finds the live (pending view) head with this hash and name; -1 if none.
+  Status FindInBlock(const PendBlock& pb, uint64_t h, std::string_view name, const meta::MetaTx* tx,
+                     int* slot) const;
+  // The primary block for `h` and its overflow chain, in chain order.
+  Status Group(uint64_t h, std::vector<uint64_t>* blocks, Path* path) const;
+
+  // Structural changes (cib_split.cc). Each commits its own transaction
+  // and leaves the directory's contents unchanged; `tx` is the caller's
+  // pending transaction, fixed up so that it still describes its changes.
+  Status Split(const Path& path, uint64_t h_new, int need_new, meta::MetaTx* tx);
+  Status AddOverflow(const Path& path);
+
+ private:
+  Env env_;
+  uint64_t root_;
+  const f::Root* r_ = nullptr;
+};
+
+}  // namespace mapfs::dir::internal

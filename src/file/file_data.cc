@@ -1,0 +1,399 @@
+#include "file/file_data.h"
+
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/units.h"
+#include "medium/persist.h"
+#include "medium/pool.h"
+#include "meta/meta_tx.h"
+#include "space/partitions.h"
+#include "vm/vm.h"
+
+namespace mapfs::file {
+
+using meta::format::Inode;
+using meta::format::PartLevel;
+using meta::format::PartVoff;
+using meta::format::PartWord;
+
+namespace {
+uint64_t PartBytes(int level) { return kPageSize << (3 * level); }
+uint64_t PagesFor(uint64_t bytes) { return (bytes + kPageSize - 1) / kPageSize; }
+constexpr uint64_t kDiscardMin = 64 * 1024;  // zero larger ranges by punching pages
+}  // namespace
+
+int64_t NowNs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+FileData::FileData(medium::Pool* pool, vm::Vm* vm, space::Partitions* space)
+    : pool_(pool), vm_(vm), space_(space), max_size_(PartBytes(space->top_level() - 1)) {}
+
+int FileData::LevelFor(uint64_t bytes) {
+  int l = 0;
+  while (PartBytes(l) < bytes) l++;
+  return l;
+}
+
+uint64_t FileData::Capacity(const Inode* in) const {
+  uint64_t w = medium::Load64(&in->part);
+  return w == 0 ? 0 : PartBytes(PartLevel(w));
+}
+
+char* FileData::Pointer(const Inode* in) {
+  uint64_t w = medium::Load64(&in->part);
+  return w == 0 ? nullptr : vm_->at(PartVoff(w));
+}
+
+uint64_t FileData::AllocatedBytes(const Inode* in) {
+  uint64_t w = medium::Load64(&in->part);
+  if (w == 0) return 0;
+  if (PartLevel(w) < 3) return PartBytes(PartLevel(w));
+  return std::min(PartBytes(PartLevel(w)), AlignUp(medium::Load64(&in->size), kPageSize));
+}
+
+Status FileData::Prepare(const Inode* in, uint64_t off, uint64_t n) {
+  if (n == 0) return Status::Ok();
+  uint64_t w = in->part;
+  uint64_t v = PartVoff(w) + off;
+  return PartLevel(w) >= 3 ? vm_->Populate(v, n) : vm_->Map(v, n);
+}
+
+Status FileData::Zero(const Inode* in, uint64_t from, uint64_t to) {
+  if (from >= to || in->part == 0) return Status::Ok();
+  to = std::min(to, Capacity(in));
+  if (from >= to) return Status::Ok();
+  uint64_t base = PartVoff(in->part);
+  if (to - from < kDiscardMin) {
+    MAPFS_RETURN_IF_ERROR(Prepare(in, from, to - from));
+    medium::ZeroNt(vm_->at(base + from), to - from);
+    return Status::Ok();
+  }
+  uint64_t a = AlignUp(from, kPageSize), b = AlignDown(to, kPageSize);
+  if (a > from) {
+    MAPFS_RETURN_IF_ERROR(Prepare(in, from, a - from));
+    medium::ZeroNt(vm_->at(base + from), a - from);
+  }
+  if (to > b) {
+    MAPFS_RETURN_IF_ERROR(Prepare(in, b, to - b));
+    medium::ZeroNt(vm_->at(base + b), to - b);
+  }
+  // Whole pages: unbacked ones already read as zero.
+  return vm_->Discard(base + a, b - a);
+}
+
+void FileData::PublishSize(Inode* in, uint64_t size, Mode mode, bool data_fenced) {
+  if (size > in->size) medium::Store64(&in->size, size);
+  int64_t now = NowNs();
+  medium::Store64(reinterpret_cast<uint64_t*>(&in->mtime_ns), static_cast<uint64_t>(now));
+  medium::Store64(reinterpret_cast<uint64_t*>(&in->ctime_ns), static_cast<uint64_t>(now));
+  if (mode != Mode::kPosix) {
+    if (!data_fenced) medium::Fence();
+    medium::Persist(in, 64);  // size, mtime and ctime share the first line
+  }
+}
+
+// Small partitions (below L3) share 2 MiB chunks with their neighbours;
+// moving their pages with pswap would split those chunks' single mappings
+// into per-page ones (more kernel mappings, no huge pages). Their data is
+// at most 256 KiB, so they move by copy instead: the new partition is filled
+// while unreachable, then one transaction switches the inode to it.
+// Partitions of L3 and above move with pswap (whole 2 MiB entries).
+Status FileData::MoveByCopy(Inode* in, uint64_t in_voff, int level, uint64_t keep, const Patch* patch,
+                            uint64_t new_size) {
+  uint64_t old = in->part;
+  auto nv = space_->Alloc(level);
+  if (!nv.ok()) return nv.status();
+  uint64_t cap = PartBytes(level);
+  uint64_t fill = std::min(keep, cap);
+  if (patch) fill = std::max(fill, patch->off + patch->n);
+  Status st = fill == 0 ? Status::Ok() : level >= 3 ? vm_->Populate(*nv, fill) : vm_->Map(*nv, fill);
+  if (st.ok() && old != 0 && keep > 0) st = vm_->Map(PartVoff(old), std::min(keep, PartBytes(PartLevel(old))));
+  if (!st.ok()) {
+    (void)space_->Free(*nv);
+    return st;
+  }
+  char* dst = vm_->at(*nv);
+  if (old != 0 && keep > 0) medium::CopyNt(dst, vm_->at(PartVoff(old)), std::min({keep, cap, PartBytes(PartLevel(old))}));
+  if (patch) medium::CopyNt(dst + patch->off, patch->data, patch->n);
+  medium::Fence();
+  meta::MetaTx tx(pool_, vm_);
+  st = tx.Store64(in_voff + offsetof(Inode, part), PartWord(*nv, level));
+  if (st.ok()) st = tx.Store64(in_voff + offsetof(Inode, size), new_size);
+  if (st.ok() && patch) {
+    int64_t now = NowNs();
+    st = tx.Store64(in_voff + offsetof(Inode, mtime_ns), static_cast<uint64_t>(now));
+    if (st.ok()) st = tx.Store64(in_voff + offsetof(Inode, ctime_ns), static_cast<uint64_t>(now));
+  }
+  if (st.ok()) st = tx.Commit();
+  if (!st.ok()) {
+    (void)space_->Free(*nv);
+    return st;
+  }
+  return old == 0 ? Status::Ok() : space_->Free(PartVoff(old));
+}
+
+Status FileData::Grow(Inode* in, uint64_t in_voff, uint64_t need) {
+  uint64_t old = in->part;
+  if (old != 0 && PartBytes(PartLevel(old)) >= need) return Status::Ok();
+  if (need > max_size_) return Status::Error(EFBIG, "file would exceed the largest partition");
+  int level = LevelFor(need);
+  uint64_t size = in->size;
+  uint64_t pages = old == 0 ? 0 : PagesFor(std::min(size, PartBytes(PartLevel(old))));
+  if (pages == 0) {
+    auto nv = space_->Alloc(level);
+    if (!nv.ok()) return nv.status();
+    // Nothing to move: one atomic store switches the partition.
+    medium::Store64(&in->part, PartWord(*nv, level));
+    medium::Persist(&in->part, 8);
+  } else if (PartLevel(old) < 3) {
+    return MoveByCopy(in, in_voff, level, size, nullptr, size);
+  } else {
+    auto nv = space_->Alloc(level);
+    if (!nv.ok()) return nv.status();
+    medium::Tx tx;
+    auto off = vm_->Translate(in_voff + offsetof(Inode, part));
+    if (!off.ok()) return off.status();
+    tx.Put64(*off, PartWord(*nv, level));
+    Status st = vm_->Pswap(PartVoff(old), *nv, pages, &tx);
+    if (!st.ok()) {
+      (void)space_->Free(*nv);
+      return st;
+    }
+  }
+  if (old != 0) MAPFS_RETURN_IF_ERROR(space_->Free(PartVoff(old)));
+  return Status::Ok();
+}
+
+Status FileData::Shrink(Inode* in, uint64_t in_voff, int level, uint64_t keep) {
+  if (level < 3) return MoveByCopy(in, in_voff, level, keep, nullptr, keep);
+  uint64_t old = in->part;
+  auto nv = space_->Alloc(level);
+  if (!nv.ok()) return nv.status();
+  medium::Tx tx;
+  auto part_off = vm_->Translate(in_voff + offsetof(Inode, part));
+  auto size_off = vm_->Translate(in_voff + offsetof(Inode, size));
+  if (!part_off.ok() || !size_off.ok()) return Status::Error(EUCLEAN, "inode not backed");
+  tx.Put64(*part_off, PartWord(*nv, level));
+  tx.Put64(*size_off, keep);
+  Status st = vm_->Pswap(PartVoff(old), *nv, PagesFor(keep), &tx);
+  if (!st.ok()) {
+    (void)space_->Free(*nv);
+    return st;
+  }
+  return space_->Free(PartVoff(old));
+}
+
+Result<size_t> FileData::Read(const Inode* in, void* buf, size_t n, uint64_t off) {
+  uint64_t size = medium::Load64(&in->size);
+  if (off >= size || n == 0) return size_t{0};
+  n = std::min<uint64_t>(n, size - off);
+  char* dst = static_cast<char*>(buf);
+  uint64_t w = medium::Load64(&in->part);
+  if (w == 0) {
+    std::memset(dst, 0, n);
+    return n;
+  }
+  uint64_t base = PartVoff(w);
+  // Data past the partition (a size set by truncate beyond it) is a hole.
+  uint64_t cap = PartBytes(PartLevel(w));
+  uint64_t in_part = off < cap ? std::min<uint64_t>(n, cap - off) : 0;
+  if (PartLevel(w) < 3) {
+    MAPFS_RETURN_IF_ERROR(vm_->Map(base + off, in_part));
+    std::memcpy(dst, vm_->at(base + off), in_part);
+  } else {
+    // Large files may have holes: copy backed runs, zero the rest, so that
+    // reading a hole does not allocate it.
+    uint64_t p = off, end = off + in_part;
+    while (p < end) {
+      uint64_t stop = std::min(end, AlignDown(p, kChunkSize) + kChunkSize);
+      if (!vm_->Backed(base + p, stop - p)) stop = std::min(end, AlignDown(p, kPageSize) + kPageSize);
+      if (vm_->Backed(base + p, stop - p)) {
+        MAPFS_RETURN_IF_ERROR(vm_->Map(base + p, stop - p));
+        std::memcpy(dst + (p - off), vm_->at(base + p), stop - p);
+      } else {
+        std::memset(dst + (p - off), 0, stop - p);
+      }
+      p = stop;
+    }
+  }
+  if (in_part < n) std::memset(dst + in_part, 0, n - in_part);
+  return n;
+}
+
+Result<size_t> FileData::Write(Inode* in, uint64_t in_voff, const void* buf, size_t n, uint64_t off, Mode mode) {
+  if (n == 0) return size_t{0};
+  if (off > max_size_ || n > max_size_ - off) return Status::Error(EFBIG, "write past the largest file size");
+  uint64_t end = off + n, size = in->size;
+  MAPFS_RETURN_IF_ERROR(Grow(in, in_voff, end));
+  if (mode == Mode::kStrict && off < size) {
+    MAPFS_RETURN_IF_ERROR(StrictOverwrite(in, in_voff, buf, n, off, std::max(size, end)));
+    return n;
+  }
+  MAPFS_RETURN_IF_ERROR(Prepare(in, off, n));
+  if (off > size) MAPFS_RETURN_IF_ERROR(Zero(in, size, off));
+  medium::CopyNt(vm_->at(PartVoff(in->part) + off), buf, n);
+  bool fenced = false;
+  if (mode != Mode::kPosix) {
+    medium::Fence();
+    fenced = true;
+  }
+  PublishSize(in, std::max(size, end), mode, fenced);
+  return n;
+}
+
+Status FileData::StrictOverwrite(Inode* in, uint64_t in_voff, const void* buf, size_t n, uint64_t off,
+                                 uint64_t new_size) {
+  uint64_t base = PartVoff(in->part);
+  MAPFS_RETURN_IF_ERROR(Prepare(in, off, n));
+  int64_t now = NowNs();
+  medium::Tx meta;
+  auto size_off = vm_->Translate(in_voff + offsetof(Inode, size));
+  auto mt_off = vm_->Translate(in_voff + offsetof(Inode, mtime_ns));
+  auto ct_off = vm_->Translate(in_voff + offsetof(Inode, ctime_ns));
+  if (!size_off.ok() || !mt_off.ok() || !ct_off.ok()) return Status::Error(EUCLEAN, "inode not backed");
+  meta.Put64(*size_off, new_size);
+  meta.Put64(*mt_off, static_cast<uint64_t>(now));
+  meta.Put64(*ct_off, static_cast<uint64_t>(now));
+
+  if (n <= strict_log_max_ && n + 2 * kPageSize <= pool_->redo().capacity()) {
+    // Small: the new bytes go through the redo log (written twice, applied
+    // in place, so every mapping of the file keeps seeing the file).
+    medium::Tx tx;
+    const char* src = static_cast<const char*>(buf);
+    uint64_t p = off, end = off + n;
+    while (p < end) {
+      uint64_t stop = std::min(end, AlignDown(p, kPageSize) + kPageSize);
+      auto po = vm_->Translate(base + p);
+      if (!po.ok()) return po.status();
+      tx.PutBytes(*po, src + (p - off), stop - p);
+      p = stop;
+    }
+    tx.Append(meta);
+    return pool_->redo().Commit(tx);
+  }
+  if (PartLevel(in->part) < 3) {
+    // A small file: write-and-switch the whole partition (at most 256 KiB).
+    Patch patch{buf, n, off};
+    return MoveByCopy(in, in_voff, PartLevel(in->part), in->size, &patch, new_size);
+  }
+  // Large: write-and-swap. The staging range keeps the file range's offset
+  // within a 2 MiB chunk when the write spans chunks, so whole chunks swap
+  // as single PMD entries.
+  uint64_t p0 = AlignDown(off, kPageSize), p1 = AlignUp(off + n, kPageSize);
+  uint64_t span = p1 - p0;
+  uint64_t lead = span >= kChunkSize ? p0 % kChunkSize : 0;
+  int level = LevelFor(lead + span);
+  auto st = space_->Alloc(level);
+  if (!st.ok()) return st.status();
+  uint64_t sv = *st + lead;
+  Status s = level >= 3 ? vm_->Populate(sv, span) : vm_->Map(sv, span);
+  if (s.ok()) s = Prepare(in, p0, span);
+  if (!s.ok()) {
+    (void)space_->Free(*st);
+    return s;
+  }
+  char* stage = vm_->at(sv);
+  const char* file = vm_->at(base + p0);
+  if (off > p0) medium::CopyNt(stage, file, off - p0);
+  medium::CopyNt(stage + (off - p0), buf, n);
+  if (off + n < p1) medium::CopyNt(stage + (off + n - p0), file + (off + n - p0), p1 - (off + n));
+  medium::Fence();
+  s = vm_->Pswap(base + p0, sv, span / kPageSize, &meta);
+  Status f = space_->Free(*st);
+  return s.ok() ? f : s;
+}
+
+Status FileData::Truncate(Inode* in, uint64_t in_voff, uint64_t size, Mode mode) {
+  uint64_t old = in->size;
+  if (size > max_size_) return Status::Error(EFBIG, "size past the largest file size");
+  if (size > old) {
+    // Exposed bytes inside the current partition must read as zero; space
+    // past it is allocated only when written.
+    MAPFS_RETURN_IF_ERROR(Zero(in, old, size));
+    if (mode != Mode::kPosix) medium::Fence();
+    medium::Store64(&in->size, size);
+    medium::Persist(&in->size, 8);
+    return Status::Ok();
+  }
+  if (size == old) return Status::Ok();
+  uint64_t w = in->part;
+  if (w == 0) {
+    medium::Store64(&in->size, size);
+    medium::Persist(&in->size, 8);
+    return Status::Ok();
+  }
+  if (size == 0) {
+    meta::MetaTx tx(pool_, vm_);
+    MAPFS_RETURN_IF_ERROR(tx.Store64(in_voff + offsetof(Inode, size), 0));
+    MAPFS_RETURN_IF_ERROR(tx.Store64(in_voff + offsetof(Inode, part), 0));
+    MAPFS_RETURN_IF_ERROR(tx.Commit());
+    return space_->Free(PartVoff(w));
+  }
+  int level = LevelFor(size);
+  if (level < PartLevel(w)) {
+    Status st = Shrink(in, in_voff, level, size);
+    if (st.code() != ENOSPC) return st;
+    // No room for a smaller partition: keep this one.
+  }
+  medium::Store64(&in->size, size);
+  medium::Persist(&in->size, 8);
+  if (PartLevel(w) >= 3) {
+    // Whole pages past the end go back to the pool.
+    uint64_t from = AlignUp(size, kPageSize), to = AlignUp(old, kPageSize);
+    if (to > from) MAPFS_RETURN_IF_ERROR(vm_->Unmap(PartVoff(w) + from, to - from));
+  }
+  return Status::Ok();
+}
+
+Status FileData::Fallocate(Inode* in, uint64_t in_voff, int fmode, uint64_t off, uint64_t len, Mode mode) {
+  const int known = FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE;
+  if (fmode & ~known) return Status::Error(EOPNOTSUPP, "fallocate mode not supported");
+  if (len == 0) return Status::Error(EINVAL, "fallocate: zero length");
+  if (off > max_size_ || len > max_size_ - off) return Status::Error(EFBIG, "fallocate past the largest file size");
+  bool keep = fmode & FALLOC_FL_KEEP_SIZE;
+  uint64_t size = in->size, end = off + len;
+  if (fmode & FALLOC_FL_PUNCH_HOLE) {
+    if (!keep || (fmode & FALLOC_FL_ZERO_RANGE)) return Status::Error(EOPNOTSUPP, "PUNCH_HOLE needs KEEP_SIZE");
+    MAPFS_RETURN_IF_ERROR(Zero(in, off, std::min(end, size)));
+    PublishSize(in, size, mode, false);
+    return Status::Ok();
+  }
+  uint64_t new_size = keep ? size : std::max(size, end);
+  MAPFS_RETURN_IF_ERROR(Grow(in, in_voff, end));
+  MAPFS_RETURN_IF_ERROR(Prepare(in, off, len));
+  if (fmode & FALLOC_FL_ZERO_RANGE) MAPFS_RETURN_IF_ERROR(Zero(in, off, end));
+  if (new_size > size) MAPFS_RETURN_IF_ERROR(Zero(in, size, std::min(off, new_size)));
+  if (new_size > size && !(fmode & FALLOC_FL_ZERO_RANGE)) MAPFS_RETURN_IF_ERROR(Zero(in, std::max(size, off), end));
+  PublishSize(in, new_size, mode, false);
+  return Status::Ok();
+}
+
+void FileData::Sync(const Inode* in, bool mapped) {
+  if (mapped && in->part != 0) {
+    uint64_t n = std::min(medium::Load64(&in->size), Capacity(in));
+    uint64_t base = PartVoff(in->part);
+    // Only backed pages can hold data written through a pointer.
+    for (uint64_t p = 0; p < n; p += kChunkSize) {
+      uint64_t len = std::min<uint64_t>(kChunkSize, n - p);
+      if (vm_->Backed(base + p, len) && vm_->Map(base + p, len).ok()) medium::Flush(vm_->at(base + p), len);
+    }
+  }
+  medium::Fence();
+  medium::Persist(in, 64);
+}
+
+Status FileData::Release(Inode* in, uint64_t /*in_voff*/) {
+  uint64_t w = in->part;
+  if (w == 0) return Status::Ok();
+  return space_->Free(PartVoff(w));
+}
+
+}  // namespace mapfs::file

@@ -1,0 +1,113 @@
+// FileData: the data path of a contiguous file (ctFS).
+//
+// A regular file is one partition of the virtual region: byte i of the file
+// is at partition start + i, so read and write are one copy and the MMU does
+// the file mapping. The inode's partition word names the partition and its
+// level; a file without data has none.
+//
+// Growth past the partition allocates the smallest fitting level and moves
+// the file's pages into it with pswap; the new partition word commits in the
+// same redo transaction as the swap, so a crash shows the file whole in
+// either partition. Truncation to a smaller level moves the pages down the
+// same way; within a level, pages past the end of a large file go back to
+// the pool.
+//
+// Invariant (zero on extend): bytes past the file size are undefined on the
+// medium. Every operation that moves the size up zeroes the bytes it exposes
+// and does not write itself, before the new size is published. So neither a
+// truncation nor a crashed write needs to clean up past the end.
+//
+// Consistency modes (DESIGN.md): posix writes data with non-temporal stores
+// and publishes the size without waiting; sync fences data, then persists
+// the size; strict makes each write all-or-nothing: appends publish the size
+// after the data, overwrites of up to strict_log_max bytes go through the
+// redo log, larger ones are written to a staging partition and swapped in.
+//
+// Callers hold the inode's lock: read for Read, write for everything else.
+#pragma once
+
+#include <cstdint>
+
+#include "common/status.h"
+#include "meta/fs_format.h"
+
+namespace mapfs::medium {
+class Pool;
+}
+namespace mapfs::vm {
+class Vm;
+}
+namespace mapfs::space {
+class Partitions;
+}
+
+namespace mapfs::file {
+
+enum class Mode : uint32_t { kPosix = 0, kSync = 1, kStrict = 2 };
+
+class FileData {
+ public:
+  FileData(medium::Pool* pool, vm::Vm* vm, space::Partitions* space);
+
+  // Largest file size: the largest partition below the top level.
+  uint64_t max_size() const { return max_size_; }
+  // Overwrites up to this many bytes take the redo-log path in strict mode.
+  void set_strict_log_max(uint64_t n) { strict_log_max_ = n; }
+  uint64_t strict_log_max() const { return strict_log_max_; }
+
+  // Copies up to n bytes at `off` into buf; returns the count (0 at EOF).
+  Result<size_t> Read(const meta::format::Inode* in, void* buf, size_t n, uint64_t off);
+  // Writes n bytes at `off`, growing the file. EFBIG beyond max_size(),
+  // ENOSPC when the pool is full (the file is then unchanged).
+  Result<size_t> Write(meta::format::Inode* in, uint64_t in_voff, const void* buf, size_t n, uint64_t off,
+                       Mode mode);
+  // Sets the size (up: zeros; down: frees what is no longer needed).
+  Status Truncate(meta::format::Inode* in, uint64_t in_voff, uint64_t size, Mode mode);
+  // fallocate(2) modes 0, FALLOC_FL_KEEP_SIZE, PUNCH_HOLE|KEEP_SIZE, ZERO_RANGE.
+  Status Fallocate(meta::format::Inode* in, uint64_t in_voff, int fmode, uint64_t off, uint64_t len, Mode mode);
+  // Makes the file's data and attributes durable. `mapped`: the file may
+  // have been written through a pointer, so its cache lines are written back.
+  void Sync(const meta::format::Inode* in, bool mapped);
+  // Frees the file's partition (the inode is being freed).
+  Status Release(meta::format::Inode* in, uint64_t in_voff);
+  // A pointer to the file's bytes [0, capacity), mapped in this process;
+  // nullptr if the file has no partition.
+  char* Pointer(const meta::format::Inode* in);
+  uint64_t Capacity(const meta::format::Inode* in) const;
+  // Pool bytes the file occupies (st_blocks * 512).
+  uint64_t AllocatedBytes(const meta::format::Inode* in);
+
+ private:
+  static int LevelFor(uint64_t bytes);
+  // Makes the partition hold at least `need` bytes (no data changes).
+  Status Grow(meta::format::Inode* in, uint64_t in_voff, uint64_t need);
+  // Moves the file to a partition of `level` (smaller), keeping `keep` bytes.
+  Status Shrink(meta::format::Inode* in, uint64_t in_voff, int level, uint64_t keep);
+  struct Patch {
+    const void* data;
+    size_t n;
+    uint64_t off;
+  };
+  // Moves the file to a new partition of `level` by copying its first
+  // `keep` bytes (and applying `patch`), then publishes partition and size
+  // in one transaction.
+  Status MoveByCopy(meta::format::Inode* in, uint64_t in_voff, int level, uint64_t keep, const Patch* patch,
+                    uint64_t new_size);
+  // Backs and maps [off, off+n) of the file's partition.
+  Status Prepare(const meta::format::Inode* in, uint64_t off, uint64_t n);
+  // Zeroes [from, to) of the file (both inside the partition).
+  Status Zero(const meta::format::Inode* in, uint64_t from, uint64_t to);
+  Status StrictOverwrite(meta::format::Inode* in, uint64_t in_voff, const void* buf, size_t n, uint64_t off,
+                         uint64_t new_size);
+  void PublishSize(meta::format::Inode* in, uint64_t size, Mode mode, bool data_fenced);
+
+  medium::Pool* pool_;
+  vm::Vm* vm_;
+  space::Partitions* space_;
+  uint64_t max_size_;
+  uint64_t strict_log_max_ = 64 * 1024;
+};
+
+int64_t NowNs();
+
+}  // namespace mapfs::file

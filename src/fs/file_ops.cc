@@ -1,0 +1,309 @@
+// Open files: open/close and the data calls of FileSystem.
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "common/units.h"
+#include "fs/fs_internal.h"
+#include "medium/persist.h"
+#include "space/partitions.h"
+#include "vm/vm.h"
+
+namespace mapfs::fs {
+
+using meta::InodeLock;
+using meta::LockSet;
+using meta::MetaTx;
+using meta::format::Inode;
+
+file::Mode FileSystem::ModeFor(int flags) const {
+  if (flags & kOpenModeStrict) return file::Mode::kStrict;
+  if (flags & kOpenModeSync) return file::Mode::kSync;
+  if (flags & kOpenModePosix) return file::Mode::kPosix;
+  // O_SYNC / O_DSYNC ask for at least sync.
+  if ((flags & O_DSYNC) && default_mode_ == file::Mode::kPosix) return file::Mode::kSync;
+  return default_mode_;
+}
+
+Status FileSystem::CheckWritable(const OpenFile& f) const {
+  int acc = f.flags & O_ACCMODE;
+  if (acc != O_WRONLY && acc != O_RDWR) return Status::Error(EBADF, "not open for writing");
+  return Status::Ok();
+}
+
+Status FileSystem::OpenExisting(const Walk& w, int flags, std::shared_ptr<OpenFile>* out) {
+  // Pin the inode (open count) while its name is locked: an unlink needs
+  // the parent's write lock, so it either ran before (we see no entry) or
+  // runs after (and sees the count).
+  {
+    InodeLock l(locks_.get(), w.parent, false);
+    Inode* p = Ino(w.parent);
+    if (p == nullptr || p->mode == 0 || p->nlink == 0) return Status::Error(ENOENT, "directory was removed");
+    if (w.name != "." && w.name != "..") {
+      auto e = cib_->Lookup(p->part, w.name);
+      if (!e.ok() || e->ino != w.ino) return Status::Error(EAGAIN, "changed");
+    } else if (w.name == ".." && medium::Load64(&p->parent) != w.ino) {
+      return Status::Error(EAGAIN, "changed");
+    }
+    shared_->open_count[w.ino].fetch_add(1);
+  }
+  auto f = std::make_shared<OpenFile>();
+  f->ino = w.ino;
+  f->flags = flags;
+  f->mode = ModeFor(flags);
+  Inode* in = Ino(w.ino);
+  uint64_t mode = in->mode;
+  auto fail = [&](Status s) {
+    (void)Close(*f);
+    return s;
+  };
+  int acc = flags & O_ACCMODE;
+  if (S_ISLNK(mode)) return fail(Status::Error(ELOOP, "is a symbolic link"));
+  if ((flags & O_DIRECTORY) && !S_ISDIR(mode)) return fail(Status::Error(ENOTDIR, "not a directory"));
+  if (S_ISDIR(mode)) {
+    if (acc != O_RDONLY || (flags & O_TRUNC)) return fail(Status::Error(EISDIR, "is a directory"));
+    f->is_dir = true;
+  }
+  if ((flags & O_TRUNC) && acc != O_RDONLY && S_ISREG(mode)) {
+    Status st = Ftruncate(*f, 0);
+    if (!st.ok()) return fail(st);
+  }
+  *out = std::move(f);
+  return Status::Ok();
+}
+
+Result<std::shared_ptr<OpenFile>> FileSystem::Open(std::string_view path, int flags, mode_t mode, uint64_t at) {
+  if ((flags & O_ACCMODE) == O_ACCMODE) return Status::Error(EINVAL, "bad access mode");
+  bool excl = (flags & O_CREAT) && (flags & O_EXCL);
+  bool follow = !excl && !(flags & O_NOFOLLOW);
+  for (;;) {
+    auto w = Resolve(at, path, follow);
+    if (!w.ok()) return w.status();
+    std::shared_ptr<OpenFile> f;
+    if (w->ino == 0) {
+      if (!(flags & O_CREAT)) return Status::Error(ENOENT, "no such file or directory");
+      if (w->trailing_slash) return Status::Error(EISDIR, "is a directory");
+      if (flags & O_DIRECTORY) return Status::Error(EINVAL, "O_CREAT with O_DIRECTORY");
+      uint64_t ino = 0;
+      Status st = CreateNode(*w, S_IFREG | (mode & 07777), nullptr, &ino, true);
+      if (st.code() == EAGAIN) continue;
+      if (!st.ok()) return st;
+      f = std::make_shared<OpenFile>();
+      f->ino = ino;
+      f->flags = flags;
+      f->mode = ModeFor(flags);
+      return f;
+    }
+    if (excl) return Status::Error(EEXIST, "file exists");
+    if ((flags & O_NOFOLLOW) && w->type == DT_LNK) return Status::Error(ELOOP, "is a symbolic link");
+    Status st = OpenExisting(*w, flags, &f);
+    if (st.code() == EAGAIN) continue;
+    if (!st.ok()) return st;
+    return f;
+  }
+}
+
+Status FileSystem::Close(OpenFile& f) {
+  if (f.ino == 0) return Status::Ok();
+  uint64_t ino = f.ino;
+  f.ino = 0;
+  InodeLock l(locks_.get(), ino, true);
+  uint32_t left = shared_->open_count[ino].fetch_sub(1) - 1;
+  Inode* in = Ino(ino);
+  if (left == 0 && in->mode != 0 && in->nlink == 0) {
+    // Last close of an unlinked file.
+    return KillInode(ino);
+  }
+  return Status::Ok();
+}
+
+Result<size_t> FileSystem::Read(OpenFile& f, void* buf, size_t n, int64_t off) {
+  if ((f.flags & O_ACCMODE) == O_WRONLY) return Status::Error(EBADF, "not open for reading");
+  if (f.is_dir) return Status::Error(EISDIR, "is a directory");
+  if (off < -1) return Status::Error(EINVAL, "negative offset");
+  std::unique_lock<std::mutex> pos;
+  if (off < 0) pos = std::unique_lock<std::mutex>(f.pos_mu);
+  uint64_t at = off < 0 ? f.offset : static_cast<uint64_t>(off);
+  InodeLock l(locks_.get(), f.ino, false);
+  mount_->vm().Sync();
+  auto r = data_->Read(Ino(f.ino), buf, n, at);
+  if (r.ok() && off < 0) f.offset = at + *r;
+  return r;
+}
+
+Result<size_t> FileSystem::Write(OpenFile& f, const void* buf, size_t n, int64_t off, int mode) {
+  MAPFS_RETURN_IF_ERROR(CheckWritable(f));
+  if (off < -1) return Status::Error(EINVAL, "negative offset");
+  std::unique_lock<std::mutex> pos;
+  if (off < 0) pos = std::unique_lock<std::mutex>(f.pos_mu);
+  InodeLock l(locks_.get(), f.ino, true);
+  mount_->vm().Sync();
+  Inode* in = Ino(f.ino);
+  // As Linux: O_APPEND appends even for pwrite.
+  uint64_t at = (f.flags & O_APPEND) ? in->size : off < 0 ? f.offset : static_cast<uint64_t>(off);
+  auto r = data_->Write(in, inodes_->VoffOf(f.ino), buf, n, at, mode >= 0 ? static_cast<file::Mode>(mode) : f.mode);
+  if (r.ok() && off < 0) f.offset = at + *r;
+  return r;
+}
+
+Result<uint64_t> FileSystem::Seek(OpenFile& f, int64_t off, int whence) {
+  std::lock_guard<std::mutex> pos(f.pos_mu);
+  int64_t base;
+  switch (whence) {
+    case SEEK_SET: base = 0; break;
+    case SEEK_CUR: base = static_cast<int64_t>(f.offset); break;
+    case SEEK_END: base = static_cast<int64_t>(medium::Load64(&Ino(f.ino)->size)); break;
+    case SEEK_DATA:
+    case SEEK_HOLE: {
+      // Every byte counts as data; the only hole is at the end.
+      int64_t size = static_cast<int64_t>(medium::Load64(&Ino(f.ino)->size));
+      if (off < 0 || off >= size) return Status::Error(ENXIO, "offset past the end");
+      f.offset = static_cast<uint64_t>(whence == SEEK_DATA ? off : size);
+      return f.offset;
+    }
+    default: return Status::Error(EINVAL, "bad whence");
+  }
+  if ((off > 0 && base > INT64_MAX - off) || base + off < 0) return Status::Error(EINVAL, "resulting offset invalid");
+  f.offset = static_cast<uint64_t>(base + off);
+  return f.offset;
+}
+
+Status FileSystem::Fsync(OpenFile& f) {
+  InodeLock l(locks_.get(), f.ino, false);
+  data_->Sync(Ino(f.ino), f.mapped.load());
+  return Status::Ok();
+}
+
+Status FileSystem::Ftruncate(OpenFile& f, int64_t size) {
+  if (size < 0) return Status::Error(EINVAL, "negative size");
+  if (f.is_dir) return Status::Error(EISDIR, "is a directory");
+  MAPFS_RETURN_IF_ERROR(CheckWritable(f).ok() ? Status::Ok() : Status::Error(EINVAL, "not open for writing"));
+  InodeLock l(locks_.get(), f.ino, true);
+  mount_->vm().Sync();
+  Inode* in = Ino(f.ino);
+  MAPFS_RETURN_IF_ERROR(data_->Truncate(in, inodes_->VoffOf(f.ino), static_cast<uint64_t>(size), f.mode));
+  int64_t now = file::NowNs();
+  medium::Store64(reinterpret_cast<uint64_t*>(&in->mtime_ns), static_cast<uint64_t>(now));
+  medium::Store64(reinterpret_cast<uint64_t*>(&in->ctime_ns), static_cast<uint64_t>(now));
+  medium::Persist(in, 64);
+  return Status::Ok();
+}
+
+Status FileSystem::Truncate(std::string_view path, int64_t size, uint64_t at) {
+  auto w = Resolve(at, path, true);
+  if (!w.ok()) return w.status();
+  if (w->ino == 0) return Status::Error(ENOENT, "no such file or directory");
+  if (w->type == DT_DIR) return Status::Error(EISDIR, "is a directory");
+  OpenFile f;
+  f.ino = w->ino;
+  f.flags = O_WRONLY;
+  f.mode = default_mode_;
+  Inode* in = Ino(w->ino);
+  if (!S_ISREG(in->mode)) return Status::Error(EINVAL, "not a regular file");
+  return Ftruncate(f, size);
+}
+
+Status FileSystem::Fallocate(OpenFile& f, int mode, int64_t off, int64_t len) {
+  if (off < 0 || len <= 0) return Status::Error(EINVAL, "bad range");
+  if (f.is_dir) return Status::Error(EISDIR, "is a directory");
+  MAPFS_RETURN_IF_ERROR(CheckWritable(f));
+  InodeLock l(locks_.get(), f.ino, true);
+  mount_->vm().Sync();
+  return data_->Fallocate(Ino(f.ino), inodes_->VoffOf(f.ino), mode, static_cast<uint64_t>(off),
+                          static_cast<uint64_t>(len), f.mode);
+}
+
+namespace {
+void ToTimespec(int64_t ns, struct timespec* ts) {
+  ts->tv_sec = ns / 1000000000;
+  ts->tv_nsec = ns % 1000000000;
+}
+}  // namespace
+
+Status FileSystem::FillStat(uint64_t ino, struct stat* st) {
+  Inode* in = Ino(ino);
+  if (in == nullptr || in->mode == 0) return Status::Error(ENOENT, "file was removed");
+  std::memset(st, 0, sizeof *st);
+  st->st_dev = dev_;
+  st->st_ino = ino;
+  st->st_mode = static_cast<mode_t>(in->mode);
+  st->st_nlink = in->nlink;
+  st->st_uid = static_cast<uid_t>(in->uid_gid & 0xffffffffu);
+  st->st_gid = static_cast<gid_t>(in->uid_gid >> 32);
+  st->st_rdev = in->rdev;
+  st->st_blksize = kPageSize;
+  if (S_ISDIR(in->mode)) {
+    auto n = cib_->Count(in->part);
+    st->st_size = static_cast<off_t>(((n.ok() ? *n : 0) + 2) * 32);
+    st->st_blocks = 8;
+  } else {
+    st->st_size = static_cast<off_t>(in->size);
+    st->st_blocks = S_ISREG(in->mode) ? static_cast<blkcnt_t>(data_->AllocatedBytes(in) / 512) : 0;
+  }
+  ToTimespec(in->atime_ns, &st->st_atim);
+  ToTimespec(in->mtime_ns, &st->st_mtim);
+  ToTimespec(in->ctime_ns, &st->st_ctim);
+  return Status::Ok();
+}
+
+Status FileSystem::Fstat(OpenFile& f, struct stat* st) {
+  InodeLock l(locks_.get(), f.ino, false);
+  return FillStat(f.ino, st);
+}
+
+Status FileSystem::Stat(std::string_view path, struct stat* st, bool follow, uint64_t at) {
+  for (;;) {
+    auto w = Resolve(at, path, follow);
+    if (!w.ok()) return w.status();
+    if (w->ino == 0) return Status::Error(ENOENT, "no such file or directory");
+    InodeLock l(locks_.get(), w->ino, false);
+    Status s = FillStat(w->ino, st);
+    if (s.code() == ENOENT) continue;  // removed (and maybe reused) meanwhile
+    return s;
+  }
+}
+
+Result<char*> FileSystem::Map(OpenFile& f, uint64_t* cap) {
+  if (f.is_dir) return Status::Error(EISDIR, "is a directory");
+  InodeLock l(locks_.get(), f.ino, true);
+  mount_->vm().Sync();
+  Inode* in = Ino(f.ino);
+  uint64_t size = in->size;
+  if (size > 0 && data_->Capacity(in) < size)
+    MAPFS_RETURN_IF_ERROR(data_->Fallocate(in, inodes_->VoffOf(f.ino), FALLOC_FL_KEEP_SIZE, 0, size, f.mode));
+  f.mapped = true;
+  *cap = data_->Capacity(in);
+  char* p = data_->Pointer(in);
+  if (p == nullptr) return Status::Error(ENODATA, "empty file has no data to map");
+  return p;
+}
+
+Status FileSystem::ReadDir(OpenFile& d, uint64_t cookie, const std::function<bool(const DirEntryOut&)>& fn) {
+  if (!d.is_dir) return Status::Error(ENOTDIR, "not a directory");
+  InodeLock l(locks_.get(), d.ino, false);
+  Inode* in = Ino(d.ino);
+  if (in->mode == 0 || in->nlink == 0) return Status::Ok();  // removed: empty
+  if (cookie == 0 && !fn({1, d.ino, DT_DIR, "."})) return Status::Ok();
+  if (cookie <= 1 && !fn({2, medium::Load64(&in->parent), DT_DIR, ".."})) return Status::Ok();
+  return cib_->List(in->part, std::max<uint64_t>(cookie, 2), [&](uint64_t c, std::string_view name, dir::Entry e) {
+    return fn({c, e.ino, e.type, std::string(name)});
+  });
+}
+
+Status FileSystem::Statfs(struct statvfs* st) {
+  std::memset(st, 0, sizeof *st);
+  auto vs = mount_->vm().Stats();
+  st->f_bsize = kPageSize;
+  st->f_frsize = kPageSize;
+  st->f_blocks = vs.total_pages;
+  st->f_bfree = st->f_bavail = vs.total_pages - vs.used_pages;
+  st->f_files = meta::format::kMaxInodes;
+  st->f_ffree = st->f_favail = meta::format::kMaxInodes - meta::format::SegBase(static_cast<int>(inodes_->segments()));
+  st->f_fsid = dev_;
+  st->f_namemax = dir::kMaxName;
+  return Status::Ok();
+}
+
+}  // namespace mapfs::fs

@@ -1,0 +1,176 @@
+// FileSystem: the namespace and POSIX semantics over the core layers — what
+// every front (C API, shim, FUSE, CLI) calls. One per mounted pool per
+// process; every method is safe to call from many threads, and many
+// processes may have the same pool mounted at once.
+//
+// Locking (meta/inode_locks.h): path resolution read-locks one directory at
+// a time; an operation then locks everything it changes (parent
+// directories, the inodes involved) in stripe order, looks its names up
+// again under those locks and retries if they changed. Data calls take the
+// file's lock (read for read, write for write/truncate), so readers run in
+// parallel and different files never contend.
+//
+// Atomicity: every namespace operation is one redo transaction (MetaTx).
+// Allocation happens before it (a crash leaves a leak that recovery
+// collects), freeing after it (a crash leaves an orphan or a leak, ditto).
+#pragma once
+
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "dir/cib.h"
+#include "file/file_data.h"
+#include "meta/inode_locks.h"
+#include "meta/inode_table.h"
+#include "mount/mount.h"
+
+namespace mapfs::fs {
+
+// Per-open consistency-mode flags (bits Linux does not use for open(2)).
+constexpr int kOpenModePosix = 0x10000000;
+constexpr int kOpenModeSync = 0x20000000;
+constexpr int kOpenModeStrict = 0x40000000;
+constexpr int kOpenModeMask = kOpenModePosix | kOpenModeSync | kOpenModeStrict;
+
+struct FsOptions {
+  vm::VmOptions vm;
+  int mode = -1;  // default consistency mode (file::Mode); -1 = the pool's
+};
+
+// An open file description: shared by duplicated descriptors (offset too).
+struct OpenFile {
+  uint64_t ino = 0;
+  int flags = 0;
+  file::Mode mode = file::Mode::kSync;
+  bool is_dir = false;
+  std::mutex pos_mu;  // serialises offset updates of read/write/lseek
+  uint64_t offset = 0;
+  std::atomic<bool> mapped{false};  // a pointer to the data was handed out
+};
+
+struct DirEntryOut {
+  uint64_t cookie;  // position after this entry
+  uint64_t ino;
+  uint8_t type;
+  std::string name;
+};
+
+struct FsCheckReport {
+  std::vector<std::string> problems;
+  std::vector<std::string> repairs;
+  uint64_t inodes = 0, directories = 0, files = 0, symlinks = 0, entries = 0;
+};
+
+class FileSystem {
+ public:
+  static Result<std::unique_ptr<FileSystem>> Mount(const std::string& pool, const FsOptions& opt = {});
+  ~FileSystem();
+  Status Unmount();
+  void Abandon();  // tests: vanish as if the process died
+
+  mapfs::Mount& mount() { return *mount_; }
+  file::Mode default_mode() const { return default_mode_; }
+  file::FileData& data() { return *data_; }
+  bool recovered() const { return recovered_; }
+
+  // Paths are absolute or relative to the directory `at` (root by default).
+  Result<std::shared_ptr<OpenFile>> Open(std::string_view path, int flags, mode_t mode, uint64_t at = 0);
+  Status Close(OpenFile& f);  // the last descriptor of `f` went away
+
+  Result<size_t> Read(OpenFile& f, void* buf, size_t n, int64_t off = -1);
+  // mode >= 0 overrides the open's consistency mode for this call.
+  Result<size_t> Write(OpenFile& f, const void* buf, size_t n, int64_t off = -1, int mode = -1);
+  Result<uint64_t> Seek(OpenFile& f, int64_t off, int whence);
+  Status Fsync(OpenFile& f);
+  Status Ftruncate(OpenFile& f, int64_t size);
+  Status Fallocate(OpenFile& f, int mode, int64_t off, int64_t len);
+  Status Fstat(OpenFile& f, struct stat* st);
+  Status Fchmod(OpenFile& f, mode_t mode);
+  Status Fchown(OpenFile& f, uid_t uid, gid_t gid);
+  Status Futimens(OpenFile& f, const struct timespec ts[2]);
+  // Pointer to the file's bytes (zero-copy access); the file's capacity in *cap.
+  Result<char*> Map(OpenFile& f, uint64_t* cap);
+  // Entries after `cookie` (0 = start; "." and ".." come first); fn returns
+  // false to stop.
+  Status ReadDir(OpenFile& d, uint64_t cookie, const std::function<bool(const DirEntryOut&)>& fn);
+
+  Status Stat(std::string_view path, struct stat* st, bool follow = true, uint64_t at = 0);
+  Status Mkdir(std::string_view path, mode_t mode, uint64_t at = 0);
+  Status Rmdir(std::string_view path, uint64_t at = 0);
+  Status Unlink(std::string_view path, uint64_t at = 0);
+  // flags: RENAME_NOREPLACE, RENAME_EXCHANGE.
+  Status Rename(std::string_view from, std::string_view to, unsigned flags = 0, uint64_t from_at = 0,
+                uint64_t to_at = 0);
+  Status Link(std::string_view from, std::string_view to, bool follow = false, uint64_t from_at = 0,
+              uint64_t to_at = 0);
+  Status Symlink(std::string_view target, std::string_view path, uint64_t at = 0);
+  Result<std::string> Readlink(std::string_view path, uint64_t at = 0);
+  Status Chmod(std::string_view path, mode_t mode, bool follow = true, uint64_t at = 0);
+  Status Chown(std::string_view path, uid_t uid, gid_t gid, bool follow = true, uint64_t at = 0);
+  // ts may be null (now); UTIME_NOW / UTIME_OMIT honoured.
+  Status Utimens(std::string_view path, const struct timespec ts[2], bool follow = true, uint64_t at = 0);
+  Status Truncate(std::string_view path, int64_t size, uint64_t at = 0);
+  Status Statfs(struct statvfs* st);
+  // The inode a path names (following symlinks unless !follow).
+  Result<uint64_t> Lookup(std::string_view path, bool follow = true, uint64_t at = 0);
+
+  // fsck of the file system layers (the pool's own checks are separate).
+  FsCheckReport Check();
+  // Repairs what Check found and can be fixed safely.
+  FsCheckReport Repair();
+
+ private:
+  FileSystem() = default;
+  struct Walk {
+    uint64_t parent = 0;  // directory holding `name`
+    std::string name;     // last component ("." / ".." when the path ends so)
+    uint64_t ino = 0;     // what it names, 0 = nothing yet
+    uint8_t type = 0;     // DT_* of ino
+    bool trailing_slash = false;
+  };
+  Result<Walk> Resolve(uint64_t at, std::string_view path, bool follow_last, int depth = 0);
+  Result<dir::Entry> LookupIn(uint64_t dir, std::string_view name);
+  Result<std::string> ReadlinkIno(uint64_t ino);
+  Status LockAndRecheck(meta::LockSet* ls, uint64_t parent, std::string_view name, uint64_t ino);
+  Status CreateNode(const Walk& w, mode_t mode, const std::string* link_target, uint64_t* out_ino, bool pin);
+  bool IsAncestor(uint64_t anc, uint64_t d);
+  Status FillStat(uint64_t ino, struct stat* st);
+  Status OpenExisting(const Walk& w, int flags, std::shared_ptr<OpenFile>* out);
+  meta::format::Inode* Ino(uint64_t ino) { return inodes_->Get(ino); }
+  uint64_t DirRoot(uint64_t ino);
+  Status FillInode(uint64_t ino, mode_t mode, uint64_t parent, meta::MetaTx* tx);
+  Status TouchDir(uint64_t dir, int64_t now, int nlink_delta, meta::MetaTx* tx);
+  // Drops one link of `ino` in `tx`; sets *free_after when the inode dies
+  // with the transaction (no links, not open).
+  Status DropLink(uint64_t ino, int64_t now, meta::MetaTx* tx, bool* free_after);
+  // Frees an inode whose mode the committed transaction cleared.
+  void FreeInode(uint64_t ino, uint64_t part, mode_t mode, uint64_t flags);
+  // Clears an orphan (nlink 0) and frees it.
+  Status KillInode(uint64_t ino);
+  Status SetAttr(uint64_t ino, const std::function<Status(meta::format::Inode*, meta::MetaTx*, uint64_t)>& fn);
+  Status Recover();
+  Status CollectLeaks(uint64_t* freed);
+  void CollectReferenced(std::vector<uint64_t>* refs);
+  file::Mode ModeFor(int flags) const;
+  Status CheckWritable(const OpenFile& f) const;
+
+  std::unique_ptr<mapfs::Mount> mount_;
+  std::unique_ptr<meta::InodeTable> inodes_;
+  std::unique_ptr<meta::InodeLocks> locks_;
+  std::unique_ptr<dir::Cib> cib_;
+  std::unique_ptr<file::FileData> data_;
+  meta::FsShared* shared_ = nullptr;
+  file::Mode default_mode_ = file::Mode::kSync;
+  bool recovered_ = false;
+  uint64_t dev_ = 0;
+};
+
+}  // namespace mapfs::fs

@@ -1,0 +1,263 @@
+// Mounting a file system: formatting on first use, recovery after a crash,
+// and the file system's part of fsck.
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "common/units.h"
+#include "fs/fs_internal.h"
+#include "medium/persist.h"
+#include "space/partitions.h"
+#include "vm/vm.h"
+
+namespace mapfs::fs {
+
+using meta::MetaTx;
+using meta::format::Inode;
+
+Result<std::unique_ptr<FileSystem>> FileSystem::Mount(const std::string& pool, const FsOptions& opt) {
+  std::unique_ptr<FileSystem> fs(new FileSystem());
+  // Recovery of the file system layers runs before other processes are let
+  // in, so Mount::Open must not finish the open yet.
+  MountOptions mo;
+  mo.vm = opt.vm;
+  mo.defer_finish = true;
+  auto m = mapfs::Mount::Open(pool, mo);
+  if (!m.ok()) return m.status();
+  fs->mount_ = std::move(*m);
+  medium::Pool& p = fs->mount_->pool();
+  vm::Vm& vm = fs->mount_->vm();
+  space::Partitions& sp = fs->mount_->space();
+  fs->recovered_ = fs->mount_->recovered();
+  fs->cib_ = std::make_unique<dir::Cib>(dir::Env{&p, &vm, &sp});
+  fs->data_ = std::make_unique<file::FileData>(&p, &vm, &sp);
+  fs->shared_ = meta::FsSharedOf(&p);
+  fs->locks_ = std::make_unique<meta::InodeLocks>(&p);
+  uint64_t dev = 0;
+  std::memcpy(&dev, p.header().uuid, 8);
+  fs->dev_ = dev & 0x7fffffffffffffffull;
+  int mode = opt.mode >= 0 ? opt.mode : static_cast<int>(p.header().default_mode);
+  if (mode < 0 || mode > 2) mode = 1;
+  fs->default_mode_ = static_cast<file::Mode>(mode);
+
+  auto t = meta::InodeTable::Open(&p, &vm, &sp);
+  if (!t.ok() && t.status().code() == ENOENT) {
+    if (!p.exclusive_open())
+      return Status::Error(EBUSY, pool + ": no file system yet and the pool is open elsewhere");
+    // A crash during an earlier format leaves only leaked partitions.
+    if (fs->recovered_) MAPFS_RETURN_IF_ERROR(fs->CollectLeaks(nullptr));
+    Status st = meta::InodeTable::Format(&p, &vm, &sp, [&](meta::InodeTable* it, MetaTx* tx) -> Status {
+      auto root = fs->cib_->Create();
+      if (!root.ok()) return root.status();
+      Inode in{};
+      in.mode = S_IFDIR | 0755;
+      in.nlink = 2;
+      int64_t now = file::NowNs();
+      in.atime_ns = in.mtime_ns = in.ctime_ns = in.btime_ns = now;
+      in.generation = 1;
+      in.parent = meta::format::kRootIno;
+      in.part = *root;
+      return tx->StoreBytes(it->VoffOf(meta::format::kRootIno), &in, sizeof in);
+    });
+    if (!st.ok()) return st;
+    t = meta::InodeTable::Open(&p, &vm, &sp);
+  }
+  if (!t.ok()) return t.status();
+  fs->inodes_ = std::move(*t);
+  if (fs->recovered_) MAPFS_RETURN_IF_ERROR(fs->Recover());
+  p.FinishOpen();
+  return fs;
+}
+
+FileSystem::~FileSystem() { (void)Unmount(); }
+
+Status FileSystem::Unmount() {
+  if (!mount_) return Status::Ok();
+  inodes_.reset();
+  Status st = mount_->Close();
+  mount_.reset();
+  return st;
+}
+
+void FileSystem::Abandon() {
+  if (!mount_) return;
+  inodes_.reset();
+  mount_->Abandon();
+  mount_.reset();
+}
+
+void FileSystem::CollectReferenced(std::vector<uint64_t>* refs) {
+  inodes_->ForEachPartition([&](uint64_t v) { refs->push_back(v); });
+  inodes_->ForEach([&](uint64_t, Inode* in) {
+    if (in->mode == 0 || in->part == 0) return;
+    if (S_ISDIR(in->mode))
+      (void)cib_->ForEachPartition(in->part, [&](uint64_t v) { refs->push_back(v); });
+    else if (S_ISREG(in->mode) || (S_ISLNK(in->mode) && !(in->flags & meta::format::kFlagInlineLink)))
+      refs->push_back(meta::format::PartVoff(in->part));
+  });
+}
+
+// Frees every allocated partition nothing references: what a crash between
+// an allocation and the transaction that would have linked it (or between
+// an unlinking transaction and the free) leaves behind.
+Status FileSystem::CollectLeaks(uint64_t* freed) {
+  std::vector<uint64_t> refs;
+  if (inodes_) CollectReferenced(&refs);
+  std::sort(refs.begin(), refs.end());
+  std::vector<space::PartitionInfo> all;
+  MAPFS_RETURN_IF_ERROR(mount_->space().Check(&all));
+  for (auto& p : all) {
+    if (std::binary_search(refs.begin(), refs.end(), p.voff)) continue;
+    MAPFS_RETURN_IF_ERROR(mount_->space().Free(p.voff));
+    if (freed) (*freed)++;
+  }
+  return Status::Ok();
+}
+
+Status FileSystem::Recover() {
+  std::vector<uint64_t> orphans;
+  uint64_t fixed = 0;
+  MAPFS_RETURN_IF_ERROR(inodes_->Reconcile(&orphans, &fixed));
+  for (uint64_t ino : orphans) MAPFS_RETURN_IF_ERROR(KillInode(ino));
+  return CollectLeaks(nullptr);
+}
+
+FsCheckReport FileSystem::Check() {
+  FsCheckReport r;
+  (void)inodes_->Check(&r.problems);
+  // Partitions: every reference must be an allocated partition of the
+  // level the inode says, referenced once; every allocated one referenced.
+  std::vector<space::PartitionInfo> all;
+  Status st = mount_->space().Check(&all);
+  if (!st.ok()) r.problems.push_back("space: " + st.message());
+  std::map<uint64_t, int> alloc_level;
+  for (auto& p : all) alloc_level[p.voff] = p.level;
+  std::map<uint64_t, int> refcount;
+  inodes_->ForEachPartition([&](uint64_t v) { refcount[v]++; });
+  std::map<uint64_t, uint64_t> links;   // ino -> directory entries naming it
+  std::map<uint64_t, uint64_t> subdirs; // dir ino -> child directories
+  inodes_->ForEach([&](uint64_t ino, Inode* in) {
+    if (in->mode == 0) return;
+    r.inodes++;
+    std::string where = "inode " + std::to_string(ino);
+    if (S_ISDIR(in->mode)) {
+      r.directories++;
+      (void)cib_->ForEachPartition(in->part, [&](uint64_t v) { refcount[v]++; });
+      std::vector<std::pair<std::string, dir::Entry>> entries;
+      Status cs = cib_->Check(in->part, &entries);
+      if (!cs.ok()) r.problems.push_back(where + " (directory): " + cs.message());
+      for (auto& [name, e] : entries) {
+        r.entries++;
+        links[e.ino]++;
+        Inode* child = inodes_->Get(e.ino);
+        if (child == nullptr || child->mode == 0) {
+          r.problems.push_back(where + ": entry '" + name + "' names free inode " + std::to_string(e.ino));
+          continue;
+        }
+        if (DirentType(child->mode) != e.type)
+          r.problems.push_back(where + ": entry '" + name + "' has the wrong type");
+        if (S_ISDIR(child->mode)) {
+          subdirs[ino]++;
+          if (child->parent != ino)
+            r.problems.push_back("inode " + std::to_string(e.ino) + ": parent is " + std::to_string(child->parent) +
+                                 " but it is listed in " + std::to_string(ino));
+        }
+      }
+    } else if (S_ISREG(in->mode)) {
+      r.files++;
+      if (in->part != 0) {
+        uint64_t v = meta::format::PartVoff(in->part);
+        refcount[v]++;
+        auto it = alloc_level.find(v);
+        if (it != alloc_level.end() && it->second != meta::format::PartLevel(in->part))
+          r.problems.push_back(where + ": partition level " + std::to_string(meta::format::PartLevel(in->part)) +
+                               " but the space layer says " + std::to_string(it->second));
+        if (in->size > data_->max_size())
+          r.problems.push_back(where + ": size past the largest file");
+      }
+    } else if (S_ISLNK(in->mode)) {
+      r.symlinks++;
+      if (!(in->flags & meta::format::kFlagInlineLink) && in->part != 0)
+        refcount[meta::format::PartVoff(in->part)]++;
+    }
+  });
+  for (auto& [v, n] : refcount) {
+    if (!alloc_level.count(v))
+      r.problems.push_back("partition at virtual offset " + std::to_string(v) + " is referenced but not allocated");
+    if (n > 1) r.problems.push_back("partition at virtual offset " + std::to_string(v) + " is referenced " +
+                                    std::to_string(n) + " times");
+  }
+  for (auto& [v, l] : alloc_level)
+    if (!refcount.count(v))
+      r.problems.push_back("partition at virtual offset " + std::to_string(v) + " (L" + std::to_string(l) +
+                           ") is allocated but unreferenced (leak)");
+  // Link counts.
+  inodes_->ForEach([&](uint64_t ino, Inode* in) {
+    if (in->mode == 0) return;
+    uint64_t want = S_ISDIR(in->mode) ? 2 + subdirs[ino] : links[ino];
+    if (ino != meta::format::kRootIno && links[ino] == 0)
+      r.problems.push_back("inode " + std::to_string(ino) + " is not in any directory");
+    if (in->nlink != want)
+      r.problems.push_back("inode " + std::to_string(ino) + ": link count " + std::to_string(in->nlink) +
+                           ", counted " + std::to_string(want));
+  });
+  return r;
+}
+
+FsCheckReport FileSystem::Repair() {
+  FsCheckReport before = Check();
+  FsCheckReport r;
+  std::vector<uint64_t> orphans;
+  uint64_t fixed = 0;
+  Status st = inodes_->Reconcile(&orphans, &fixed);
+  if (!st.ok()) r.problems.push_back(st.message());
+  if (fixed) r.repairs.push_back("fixed " + std::to_string(fixed) + " inode bitmap bits");
+  // Link counts from the directories; inodes no directory names are freed.
+  std::map<uint64_t, uint64_t> links, subdirs;
+  inodes_->ForEach([&](uint64_t ino, Inode* in) {
+    if (in->mode == 0 || !S_ISDIR(in->mode)) return;
+    (void)cib_->List(in->part, 2, [&](uint64_t, std::string_view, dir::Entry e) {
+      links[e.ino]++;
+      Inode* c = inodes_->Get(e.ino);
+      if (c && S_ISDIR(c->mode)) subdirs[ino]++;
+      return true;
+    });
+  });
+  inodes_->ForEach([&](uint64_t ino, Inode* in) {
+    if (in->mode == 0) return;
+    uint64_t want = S_ISDIR(in->mode) ? 2 + subdirs[ino] : links[ino];
+    if (ino != meta::format::kRootIno && links[ino] == 0) {
+      orphans.push_back(ino);
+      return;
+    }
+    if (in->nlink != want) {
+      MetaTx tx(&mount_->pool(), &mount_->vm());
+      if (tx.Store64(inodes_->VoffOf(ino) + offsetof(Inode, nlink), want).ok() && tx.Commit().ok())
+        r.repairs.push_back("inode " + std::to_string(ino) + ": link count set to " + std::to_string(want));
+    }
+  });
+  std::sort(orphans.begin(), orphans.end());
+  orphans.erase(std::unique(orphans.begin(), orphans.end()), orphans.end());
+  for (uint64_t ino : orphans)
+    if (KillInode(ino).ok()) r.repairs.push_back("inode " + std::to_string(ino) + ": unreachable, freed");
+  uint64_t freed = 0;
+  st = CollectLeaks(&freed);
+  if (!st.ok()) r.problems.push_back("leak collection: " + st.message());
+  if (freed) r.repairs.push_back("freed " + std::to_string(freed) + " leaked partitions");
+  FsCheckReport after = Check();
+  r.problems = after.problems;
+  r.inodes = after.inodes;
+  r.directories = after.directories;
+  r.files = after.files;
+  r.symlinks = after.symlinks;
+  r.entries = after.entries;
+  (void)before;
+  return r;
+}
+
+}  // namespace mapfs::fs

@@ -1,0 +1,600 @@
+// Path resolution and the namespace operations of FileSystem.
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/fs.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "common/units.h"
+#include "fs/fs_internal.h"
+#include "medium/persist.h"
+#include "space/partitions.h"
+#include "vm/vm.h"
+
+namespace mapfs::fs {
+
+using meta::InodeLock;
+using meta::LockSet;
+using meta::MetaTx;
+using meta::format::Inode;
+
+namespace {
+constexpr int kMaxSymlinks = 40;
+
+bool IsDot(std::string_view n) { return n == "." || n == ".."; }
+
+uint8_t DtOf(uint64_t mode) {
+  switch (mode & S_IFMT) {
+    case S_IFDIR: return DT_DIR;
+    case S_IFLNK: return DT_LNK;
+    case S_IFREG: return DT_REG;
+    case S_IFIFO: return DT_FIFO;
+    case S_IFSOCK: return DT_SOCK;
+    case S_IFCHR: return DT_CHR;
+    case S_IFBLK: return DT_BLK;
+  }
+  return DT_UNKNOWN;
+}
+}  // namespace
+
+uint8_t DirentType(uint64_t mode) { return DtOf(mode); }
+
+uint64_t FileSystem::DirRoot(uint64_t ino) { return Ino(ino)->part; }
+
+Result<dir::Entry> FileSystem::LookupIn(uint64_t d, std::string_view name) {
+  InodeLock l(locks_.get(), d, false);
+  Inode* in = Ino(d);
+  if (in == nullptr || in->mode == 0 || in->nlink == 0) return Status::Error(ENOENT, "directory was removed");
+  if (!S_ISDIR(in->mode)) return Status::Error(ENOTDIR, "not a directory");
+  return cib_->Lookup(in->part, name);
+}
+
+Result<FileSystem::Walk> FileSystem::Resolve(uint64_t at, std::string_view path, bool follow_last, int depth) {
+  if (path.empty()) return Status::Error(ENOENT, "empty path");
+  if (path.size() >= PATH_MAX) return Status::Error(ENAMETOOLONG, "path too long");
+  uint64_t cur = (path[0] == '/' || at == 0) ? meta::format::kRootIno : at;
+  std::vector<std::string_view> comps;
+  for (size_t i = 0; i < path.size();) {
+    size_t j = path.find('/', i);
+    if (j == std::string_view::npos) j = path.size();
+    if (j > i) comps.push_back(path.substr(i, j - i));
+    i = j + 1;
+  }
+  bool trailing = path.back() == '/';
+  Walk w;
+  w.trailing_slash = trailing;
+  if (comps.empty()) {
+    w.parent = cur;
+    w.name = ".";
+    w.ino = cur;
+    w.type = DT_DIR;
+    return w;
+  }
+  for (size_t i = 0; i < comps.size(); i++) {
+    std::string_view c = comps[i];
+    bool last = i + 1 == comps.size();
+    if (c.size() > dir::kMaxName) return Status::Error(ENAMETOOLONG, "name too long");
+    Inode* d = Ino(cur);
+    if (d == nullptr || !S_ISDIR(d->mode)) return Status::Error(ENOTDIR, "not a directory");
+    uint64_t child;
+    uint8_t type;
+    if (c == ".") {
+      child = cur;
+      type = DT_DIR;
+    } else if (c == "..") {
+      child = medium::Load64(&d->parent);
+      type = DT_DIR;
+    } else {
+      auto e = LookupIn(cur, c);
+      if (!e.ok()) {
+        if (e.status().code() == ENOENT && last) {
+          w.parent = cur;
+          w.name = std::string(c);
+          w.ino = 0;
+          return w;
+        }
+        return e.status();
+      }
+      child = e->ino;
+      type = e->type;
+    }
+    if (type == DT_LNK && (!last || follow_last || trailing)) {
+      if (depth >= kMaxSymlinks) return Status::Error(ELOOP, "too many levels of symbolic links");
+      auto target = ReadlinkIno(child);
+      if (!target.ok()) return target.status();
+      if (target->empty()) return Status::Error(ENOENT, "empty symlink");
+      std::string rest = *target;
+      for (size_t k = i + 1; k < comps.size(); k++) {
+        rest += '/';
+        rest += comps[k];
+      }
+      if (trailing) rest += '/';
+      return Resolve((*target)[0] == '/' ? meta::format::kRootIno : cur, rest, follow_last, depth + 1);
+    }
+    if (last) {
+      w.parent = cur;
+      w.name = std::string(c);
+      w.ino = child;
+      w.type = type;
+      if (trailing && type != DT_DIR) return Status::Error(ENOTDIR, "not a directory");
+      return w;
+    }
+    if (type != DT_DIR) return Status::Error(ENOTDIR, "not a directory");
+    cur = child;
+  }
+  return Status::Error(ENOENT, "unreachable");
+}
+
+Result<uint64_t> FileSystem::Lookup(std::string_view path, bool follow, uint64_t at) {
+  auto w = Resolve(at, path, follow);
+  if (!w.ok()) return w.status();
+  if (w->ino == 0) return Status::Error(ENOENT, "no such file or directory");
+  return w->ino;
+}
+
+Result<std::string> FileSystem::ReadlinkIno(uint64_t ino) {
+  InodeLock l(locks_.get(), ino, false);
+  Inode* in = Ino(ino);
+  if (in == nullptr || !S_ISLNK(in->mode)) return Status::Error(EINVAL, "not a symbolic link");
+  uint64_t n = in->size;
+  if (in->flags & meta::format::kFlagInlineLink) {
+    if (n > meta::format::kInlineLinkMax) return Status::Error(EUCLEAN, "symlink length damaged");
+    return std::string(in->inline_data, n);
+  }
+  if (n >= kPageSize || in->part == 0) return Status::Error(EUCLEAN, "symlink target damaged");
+  uint64_t v = meta::format::PartVoff(in->part);
+  MAPFS_RETURN_IF_ERROR(mount_->vm().Map(v, kPageSize));
+  return std::string(mount_->vm().at(v), n);
+}
+
+Result<std::string> FileSystem::Readlink(std::string_view path, uint64_t at) {
+  auto w = Resolve(at, path, false);
+  if (!w.ok()) return w.status();
+  if (w->ino == 0) return Status::Error(ENOENT, "no such file or directory");
+  return ReadlinkIno(w->ino);
+}
+
+Status FileSystem::FillInode(uint64_t ino, mode_t mode, uint64_t parent, MetaTx* tx) {
+  Inode* old = Ino(ino);
+  if (old == nullptr) return Status::Error(EUCLEAN, "reserved inode outside the table");
+  Inode in{};
+  in.mode = mode;
+  in.nlink = S_ISDIR(mode) ? 2 : 1;
+  in.uid_gid = static_cast<uint64_t>(geteuid()) | (static_cast<uint64_t>(getegid()) << 32);
+  int64_t now = file::NowNs();
+  in.atime_ns = in.mtime_ns = in.ctime_ns = in.btime_ns = now;
+  in.generation = old->generation + 1;
+  in.parent = parent;
+  return tx->StoreBytes(inodes_->VoffOf(ino), &in, sizeof in);
+}
+
+Status FileSystem::TouchDir(uint64_t d, int64_t now, int nlink_delta, MetaTx* tx) {
+  uint64_t v = inodes_->VoffOf(d);
+  MAPFS_RETURN_IF_ERROR(tx->Store64(v + offsetof(Inode, mtime_ns), static_cast<uint64_t>(now)));
+  MAPFS_RETURN_IF_ERROR(tx->Store64(v + offsetof(Inode, ctime_ns), static_cast<uint64_t>(now)));
+  if (nlink_delta != 0) {
+    auto n = tx->Load64(v + offsetof(Inode, nlink));
+    if (!n.ok()) return n.status();
+    MAPFS_RETURN_IF_ERROR(tx->Store64(v + offsetof(Inode, nlink), *n + static_cast<uint64_t>(nlink_delta)));
+  }
+  return Status::Ok();
+}
+
+Status FileSystem::DropLink(uint64_t ino, int64_t now, MetaTx* tx, bool* free_after) {
+  uint64_t v = inodes_->VoffOf(ino);
+  Inode* in = Ino(ino);
+  auto n = tx->Load64(v + offsetof(Inode, nlink));
+  if (!n.ok()) return n.status();
+  uint64_t left = S_ISDIR(in->mode) || *n == 0 ? 0 : *n - 1;
+  MAPFS_RETURN_IF_ERROR(tx->Store64(v + offsetof(Inode, nlink), left));
+  MAPFS_RETURN_IF_ERROR(tx->Store64(v + offsetof(Inode, ctime_ns), static_cast<uint64_t>(now)));
+  *free_after = false;
+  if (left == 0 && shared_->open_count[ino].load() == 0) {
+    MAPFS_RETURN_IF_ERROR(tx->Store64(v + offsetof(Inode, mode), 0));
+    *free_after = true;
+  }
+  return Status::Ok();
+}
+
+void FileSystem::FreeInode(uint64_t ino, uint64_t part, mode_t mode, uint64_t flags) {
+  // The transaction that cleared the mode committed: a crash from here on
+  // leaves only leaks, which recovery collects.
+  if (part != 0) {
+    if (S_ISDIR(mode))
+      (void)cib_->Destroy(part);
+    else if (S_ISREG(mode) || (S_ISLNK(mode) && !(flags & meta::format::kFlagInlineLink)))
+      (void)mount_->space().Free(meta::format::PartVoff(part));
+  }
+  inodes_->Release(ino);
+}
+
+Status FileSystem::KillInode(uint64_t ino) {
+  Inode* in = Ino(ino);
+  uint64_t part = in->part, flags = in->flags;
+  mode_t mode = static_cast<mode_t>(in->mode);
+  MetaTx tx(&mount_->pool(), &mount_->vm());
+  MAPFS_RETURN_IF_ERROR(tx.Store64(inodes_->VoffOf(ino) + offsetof(Inode, mode), 0));
+  MAPFS_RETURN_IF_ERROR(tx.Commit());
+  FreeInode(ino, part, mode, flags);
+  return Status::Ok();
+}
+
+// Locks `parent` (write) and `extra` inodes, then checks that `name` still
+// names `ino` (0: still absent) in a live parent. Returns EAGAIN to retry.
+Status FileSystem::LockAndRecheck(LockSet* ls, uint64_t parent, std::string_view name, uint64_t ino) {
+  ls->Acquire();
+  Inode* p = Ino(parent);
+  if (p == nullptr || p->mode == 0 || p->nlink == 0) return Status::Error(ENOENT, "directory was removed");
+  if (IsDot(name)) return Status::Ok();
+  auto e = cib_->Lookup(p->part, name);
+  uint64_t now = e.ok() ? e->ino : 0;
+  if (!e.ok() && e.status().code() != ENOENT) return e.status();
+  if (now != ino) {
+    ls->Release();
+    return Status::Error(EAGAIN, "changed");
+  }
+  return Status::Ok();
+}
+
+Status FileSystem::CreateNode(const Walk& w, mode_t mode, const std::string* link_target, uint64_t* out_ino,
+                              bool pin) {
+  LockSet ls(locks_.get());
+  ls.Add(w.parent, true);
+  Status st = LockAndRecheck(&ls, w.parent, w.name, 0);
+  if (!st.ok()) return st;
+  if (w.name.size() > dir::kMaxName) return Status::Error(ENAMETOOLONG, "name too long");
+  auto ino = inodes_->Reserve();
+  if (!ino.ok()) return ino.status();
+  uint64_t extra_part = 0;
+  auto undo = [&](Status s) {
+    if (extra_part) {
+      if (S_ISDIR(mode))
+        (void)cib_->Destroy(extra_part);
+      else
+        (void)mount_->space().Free(meta::format::PartVoff(extra_part));
+    }
+    inodes_->Release(*ino);
+    return s;
+  };
+  MetaTx tx(&mount_->pool(), &mount_->vm());
+  st = FillInode(*ino, mode, w.parent, &tx);
+  if (!st.ok()) return undo(st);
+  uint64_t iv = inodes_->VoffOf(*ino);
+  if (S_ISDIR(mode)) {
+    auto root = cib_->Create();
+    if (!root.ok()) return undo(root.status());
+    extra_part = *root;
+    st = tx.Store64(iv + offsetof(Inode, part), *root);
+  } else if (S_ISLNK(mode)) {
+    const std::string& t = *link_target;
+    st = tx.Store64(iv + offsetof(Inode, size), t.size());
+    if (st.ok() && t.size() <= meta::format::kInlineLinkMax) {
+      st = tx.Store64(iv + offsetof(Inode, flags), meta::format::kFlagInlineLink);
+      if (st.ok()) st = tx.StoreBytes(iv + offsetof(Inode, inline_data), t.data(), t.size());
+    } else if (st.ok()) {
+      auto p = mount_->space().Alloc(0);
+      if (!p.ok()) return undo(p.status());
+      extra_part = meta::format::PartWord(*p, 0);
+      st = mount_->vm().Map(*p, kPageSize);
+      if (st.ok()) {
+        medium::Write(mount_->vm().at(*p), t.data(), t.size());
+        medium::Persist(mount_->vm().at(*p), t.size());
+        st = tx.Store64(iv + offsetof(Inode, part), extra_part);
+      }
+    }
+  }
+  if (st.ok()) st = cib_->Insert(DirRoot(w.parent), w.name, {*ino, DtOf(mode)}, &tx);
+  if (st.ok()) st = TouchDir(w.parent, file::NowNs(), S_ISDIR(mode) ? 1 : 0, &tx);
+  if (st.ok()) st = tx.Commit();
+  if (!st.ok()) return undo(st);
+  if (pin) shared_->open_count[*ino].fetch_add(1);
+  if (out_ino) *out_ino = *ino;
+  return Status::Ok();
+}
+
+Status FileSystem::Mkdir(std::string_view path, mode_t mode, uint64_t at) {
+  for (;;) {
+    auto w = Resolve(at, path, false);
+    if (!w.ok()) return w.status();
+    if (w->ino != 0) return Status::Error(EEXIST, "file exists");
+    Status st = CreateNode(*w, S_IFDIR | (mode & 07777), nullptr, nullptr, false);
+    if (st.code() != EAGAIN) return st;
+  }
+}
+
+Status FileSystem::Symlink(std::string_view target, std::string_view path, uint64_t at) {
+  if (target.empty()) return Status::Error(ENOENT, "empty symlink target");
+  if (target.size() >= PATH_MAX) return Status::Error(ENAMETOOLONG, "symlink target too long");
+  std::string t(target);
+  for (;;) {
+    auto w = Resolve(at, path, false);
+    if (!w.ok()) return w.status();
+    if (w->ino != 0) return Status::Error(EEXIST, "file exists");
+    if (w->trailing_slash) return Status::Error(ENOENT, "no such directory");
+    Status st = CreateNode(*w, S_IFLNK | 0777, &t, nullptr, false);
+    if (st.code() != EAGAIN) return st;
+  }
+}
+
+Status FileSystem::Unlink(std::string_view path, uint64_t at) {
+  for (;;) {
+    auto w = Resolve(at, path, false);
+    if (!w.ok()) return w.status();
+    if (w->ino == 0) return Status::Error(ENOENT, "no such file or directory");
+    if (w->type == DT_DIR) return Status::Error(EISDIR, "is a directory");
+    LockSet ls(locks_.get());
+    ls.Add(w->parent, true);
+    ls.Add(w->ino, true);
+    Status st = LockAndRecheck(&ls, w->parent, w->name, w->ino);
+    if (st.code() == EAGAIN) continue;
+    if (!st.ok()) return st;
+    Inode* in = Ino(w->ino);
+    uint64_t part = in->part, flags = in->flags;
+    mode_t mode = static_cast<mode_t>(in->mode);
+    if (S_ISDIR(mode)) return Status::Error(EISDIR, "is a directory");
+    MetaTx tx(&mount_->pool(), &mount_->vm());
+    int64_t now = file::NowNs();
+    bool free_after = false;
+    MAPFS_RETURN_IF_ERROR(cib_->Remove(DirRoot(w->parent), w->name, &tx));
+    MAPFS_RETURN_IF_ERROR(TouchDir(w->parent, now, 0, &tx));
+    MAPFS_RETURN_IF_ERROR(DropLink(w->ino, now, &tx, &free_after));
+    MAPFS_RETURN_IF_ERROR(tx.Commit());
+    if (free_after) FreeInode(w->ino, part, mode, flags);
+    return Status::Ok();
+  }
+}
+
+Status FileSystem::Rmdir(std::string_view path, uint64_t at) {
+  for (;;) {
+    auto w = Resolve(at, path, false);
+    if (!w.ok()) return w.status();
+    if (w->ino == 0) return Status::Error(ENOENT, "no such file or directory");
+    if (w->name == ".") return Status::Error(EINVAL, "cannot remove '.'");
+    if (w->name == "..") return Status::Error(ENOTEMPTY, "cannot remove '..'");
+    if (w->type != DT_DIR) return Status::Error(ENOTDIR, "not a directory");
+    if (w->ino == meta::format::kRootIno) return Status::Error(EBUSY, "cannot remove the root");
+    LockSet ls(locks_.get());
+    ls.Add(w->parent, true);
+    ls.Add(w->ino, true);
+    Status st = LockAndRecheck(&ls, w->parent, w->name, w->ino);
+    if (st.code() == EAGAIN) continue;
+    if (!st.ok()) return st;
+    Inode* in = Ino(w->ino);
+    if (!S_ISDIR(in->mode)) return Status::Error(ENOTDIR, "not a directory");
+    auto n = cib_->Count(in->part);
+    if (!n.ok()) return n.status();
+    if (*n != 0) return Status::Error(ENOTEMPTY, "directory not empty");
+    uint64_t part = in->part;
+    MetaTx tx(&mount_->pool(), &mount_->vm());
+    int64_t now = file::NowNs();
+    bool free_after = false;
+    MAPFS_RETURN_IF_ERROR(cib_->Remove(DirRoot(w->parent), w->name, &tx));
+    MAPFS_RETURN_IF_ERROR(TouchDir(w->parent, now, -1, &tx));
+    MAPFS_RETURN_IF_ERROR(DropLink(w->ino, now, &tx, &free_after));
+    MAPFS_RETURN_IF_ERROR(tx.Commit());
+    if (free_after) FreeInode(w->ino, part, S_IFDIR, 0);
+    return Status::Ok();
+  }
+}
+
+Status FileSystem::Link(std::string_view from, std::string_view to, bool follow, uint64_t from_at, uint64_t to_at) {
+  for (;;) {
+    auto s = Resolve(from_at, from, follow);
+    if (!s.ok()) return s.status();
+    if (s->ino == 0) return Status::Error(ENOENT, "no such file or directory");
+    if (s->type == DT_DIR) return Status::Error(EPERM, "hard link to a directory");
+    auto d = Resolve(to_at, to, false);
+    if (!d.ok()) return d.status();
+    if (d->ino != 0) return Status::Error(EEXIST, "file exists");
+    if (d->trailing_slash) return Status::Error(ENOENT, "no such directory");
+    LockSet ls(locks_.get());
+    ls.Add(d->parent, true);
+    ls.Add(s->ino, true);
+    Status st = LockAndRecheck(&ls, d->parent, d->name, 0);
+    if (st.code() == EAGAIN) continue;
+    if (!st.ok()) return st;
+    Inode* in = Ino(s->ino);
+    if (in->mode == 0 || in->nlink == 0) return Status::Error(ENOENT, "file was removed");
+    if (d->name.size() > dir::kMaxName) return Status::Error(ENAMETOOLONG, "name too long");
+    MetaTx tx(&mount_->pool(), &mount_->vm());
+    int64_t now = file::NowNs();
+    uint64_t iv = inodes_->VoffOf(s->ino);
+    MAPFS_RETURN_IF_ERROR(cib_->Insert(DirRoot(d->parent), d->name, {s->ino, DtOf(in->mode)}, &tx));
+    MAPFS_RETURN_IF_ERROR(tx.Store64(iv + offsetof(Inode, nlink), in->nlink + 1));
+    MAPFS_RETURN_IF_ERROR(tx.Store64(iv + offsetof(Inode, ctime_ns), static_cast<uint64_t>(now)));
+    MAPFS_RETURN_IF_ERROR(TouchDir(d->parent, now, 0, &tx));
+    return tx.Commit();
+  }
+}
+
+// True when `anc` is `d` or one of its ancestors. Callers hold the rename lock.
+bool FileSystem::IsAncestor(uint64_t anc, uint64_t d) {
+  for (int i = 0; i < 100000; i++) {
+    if (d == anc) return true;
+    if (d == meta::format::kRootIno) return false;
+    Inode* in = Ino(d);
+    if (in == nullptr) return false;
+    d = medium::Load64(&in->parent);
+  }
+  return false;
+}
+
+Status FileSystem::Rename(std::string_view from, std::string_view to, unsigned flags, uint64_t from_at,
+                          uint64_t to_at) {
+  if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) return Status::Error(EINVAL, "unknown rename flags");
+  if ((flags & RENAME_NOREPLACE) && (flags & RENAME_EXCHANGE))
+    return Status::Error(EINVAL, "RENAME_NOREPLACE with RENAME_EXCHANGE");
+  bool exchange = flags & RENAME_EXCHANGE;
+  for (;;) {
+    auto s = Resolve(from_at, from, false);
+    if (!s.ok()) return s.status();
+    if (s->ino == 0) return Status::Error(ENOENT, "no such file or directory");
+    auto d = Resolve(to_at, to, false);
+    if (!d.ok()) return d.status();
+    if (IsDot(s->name) || IsDot(d->name)) return Status::Error(s->ino == meta::format::kRootIno ? EBUSY : EINVAL,
+                                                              "cannot rename '.' or '..'");
+    if (s->ino == meta::format::kRootIno || d->ino == meta::format::kRootIno)
+      return Status::Error(EBUSY, "cannot rename the root");
+    if (d->ino == 0 && exchange) return Status::Error(ENOENT, "no such file or directory");
+    if (d->ino != 0 && (flags & RENAME_NOREPLACE)) return Status::Error(EEXIST, "file exists");
+    bool sdir = s->type == DT_DIR;
+    if (d->trailing_slash && !sdir && d->ino == 0) return Status::Error(ENOTDIR, "not a directory");
+    if (d->name.size() > dir::kMaxName) return Status::Error(ENAMETOOLONG, "name too long");
+    bool cross = s->parent != d->parent;
+    bool need_rename_lock = cross && (sdir || d->type == DT_DIR);
+    if (need_rename_lock) mount_->pool().Lock(medium::LockId::kRename);
+    struct Unlocker {
+      FileSystem* fs;
+      bool on;
+      ~Unlocker() {
+        if (on) fs->mount_->pool().Unlock(medium::LockId::kRename);
+      }
+    } unlocker{this, need_rename_lock};
+    LockSet ls(locks_.get());
+    ls.Add(s->parent, true);
+    ls.Add(d->parent, true);
+    ls.Add(s->ino, true);
+    ls.Add(d->ino, true);
+    Status st = LockAndRecheck(&ls, s->parent, s->name, s->ino);
+    if (st.ok()) {
+      Inode* dp = Ino(d->parent);
+      if (dp == nullptr || dp->mode == 0 || dp->nlink == 0) return Status::Error(ENOENT, "directory was removed");
+      auto e = cib_->Lookup(dp->part, d->name);
+      uint64_t now_ino = e.ok() ? e->ino : 0;
+      if (now_ino != d->ino) st = Status::Error(EAGAIN, "changed");
+    }
+    if (st.code() == EAGAIN) continue;
+    if (!st.ok()) return st;
+    if (s->ino == d->ino) return Status::Ok();  // two links of one file: nothing to do
+    Inode* si = Ino(s->ino);
+    Inode* di = d->ino ? Ino(d->ino) : nullptr;
+    bool ddir = di && S_ISDIR(di->mode);
+    if (di && !exchange) {
+      if (sdir && !ddir) return Status::Error(ENOTDIR, "not a directory");
+      if (!sdir && ddir) return Status::Error(EISDIR, "is a directory");
+      if (ddir) {
+        auto n = cib_->Count(di->part);
+        if (!n.ok()) return n.status();
+        if (*n != 0) return Status::Error(ENOTEMPTY, "directory not empty");
+      }
+    }
+    // A directory may not move below itself.
+    if (sdir && cross && IsAncestor(s->ino, d->parent)) return Status::Error(EINVAL, "move into its own subtree");
+    if (exchange && ddir && cross && IsAncestor(d->ino, s->parent))
+      return Status::Error(EINVAL, "move into its own subtree");
+
+    MetaTx tx(&mount_->pool(), &mount_->vm());
+    int64_t now = file::NowNs();
+    uint64_t sroot = DirRoot(s->parent), droot = DirRoot(d->parent);
+    uint64_t sv = inodes_->VoffOf(s->ino);
+    bool free_after = false;
+    uint64_t dpart = di ? di->part : 0, dflags = di ? di->flags : 0;
+    mode_t dmode = di ? static_cast<mode_t>(di->mode) : 0;
+    if (exchange) {
+      MAPFS_RETURN_IF_ERROR(cib_->Replace(sroot, s->name, {d->ino, DtOf(di->mode)}, &tx));
+      MAPFS_RETURN_IF_ERROR(cib_->Replace(droot, d->name, {s->ino, DtOf(si->mode)}, &tx));
+      uint64_t dv = inodes_->VoffOf(d->ino);
+      MAPFS_RETURN_IF_ERROR(tx.Store64(sv + offsetof(Inode, ctime_ns), static_cast<uint64_t>(now)));
+      MAPFS_RETURN_IF_ERROR(tx.Store64(dv + offsetof(Inode, ctime_ns), static_cast<uint64_t>(now)));
+      int sdelta = 0, ddelta = 0;  // link count changes of the parents
+      if (cross && sdir) {
+        MAPFS_RETURN_IF_ERROR(tx.Store64(sv + offsetof(Inode, parent), d->parent));
+        sdelta--, ddelta++;
+      }
+      if (cross && ddir) {
+        MAPFS_RETURN_IF_ERROR(tx.Store64(dv + offsetof(Inode, parent), s->parent));
+        sdelta++, ddelta--;
+      }
+      MAPFS_RETURN_IF_ERROR(TouchDir(s->parent, now, sdelta, &tx));
+      if (cross) MAPFS_RETURN_IF_ERROR(TouchDir(d->parent, now, ddelta, &tx));
+      return tx.Commit();
+    }
+    if (di) {
+      MAPFS_RETURN_IF_ERROR(cib_->Replace(droot, d->name, {s->ino, DtOf(si->mode)}, &tx));
+      MAPFS_RETURN_IF_ERROR(DropLink(d->ino, now, &tx, &free_after));
+    } else {
+      MAPFS_RETURN_IF_ERROR(cib_->Insert(droot, d->name, {s->ino, DtOf(si->mode)}, &tx));
+    }
+    MAPFS_RETURN_IF_ERROR(cib_->Remove(sroot, s->name, &tx));
+    MAPFS_RETURN_IF_ERROR(tx.Store64(sv + offsetof(Inode, ctime_ns), static_cast<uint64_t>(now)));
+    int sdelta = 0, ddelta = 0;
+    if (sdir && cross) {
+      MAPFS_RETURN_IF_ERROR(tx.Store64(sv + offsetof(Inode, parent), d->parent));
+      sdelta--, ddelta++;
+    }
+    if (ddir) ddelta--;  // the replaced directory's ".." goes away
+    MAPFS_RETURN_IF_ERROR(TouchDir(s->parent, now, cross ? sdelta : sdelta + ddelta, &tx));
+    if (cross) MAPFS_RETURN_IF_ERROR(TouchDir(d->parent, now, ddelta, &tx));
+    MAPFS_RETURN_IF_ERROR(tx.Commit());
+    if (free_after) FreeInode(d->ino, dpart, dmode, dflags);
+    return Status::Ok();
+  }
+}
+
+Status FileSystem::SetAttr(uint64_t ino, const std::function<Status(Inode*, MetaTx*, uint64_t)>& fn) {
+  InodeLock l(locks_.get(), ino, true);
+  Inode* in = Ino(ino);
+  if (in == nullptr || in->mode == 0) return Status::Error(ENOENT, "file was removed");
+  MetaTx tx(&mount_->pool(), &mount_->vm());
+  MAPFS_RETURN_IF_ERROR(fn(in, &tx, inodes_->VoffOf(ino)));
+  return tx.Commit();
+}
+
+namespace {
+Status ChmodFn(mode_t mode, Inode* in, MetaTx* tx, uint64_t v) {
+  MAPFS_RETURN_IF_ERROR(tx->Store64(v + offsetof(Inode, mode), (in->mode & S_IFMT) | (mode & 07777)));
+  return tx->Store64(v + offsetof(Inode, ctime_ns), static_cast<uint64_t>(file::NowNs()));
+}
+Status ChownFn(uid_t uid, gid_t gid, Inode* in, MetaTx* tx, uint64_t v) {
+  uint64_t u = in->uid_gid & 0xffffffffu, g = in->uid_gid >> 32;
+  if (uid != static_cast<uid_t>(-1)) u = uid;
+  if (gid != static_cast<gid_t>(-1)) g = gid;
+  MAPFS_RETURN_IF_ERROR(tx->Store64(v + offsetof(Inode, uid_gid), u | (g << 32)));
+  return tx->Store64(v + offsetof(Inode, ctime_ns), static_cast<uint64_t>(file::NowNs()));
+}
+Status UtimensFn(const struct timespec* ts, MetaTx* tx, uint64_t v) {
+  int64_t now = file::NowNs();
+  for (int i = 0; i < 2; i++) {
+    int64_t t = now;
+    if (ts != nullptr) {
+      if (ts[i].tv_nsec == UTIME_OMIT) continue;
+      if (ts[i].tv_nsec != UTIME_NOW) {
+        if (ts[i].tv_nsec < 0 || ts[i].tv_nsec >= 1000000000) return Status::Error(EINVAL, "bad timestamp");
+        t = static_cast<int64_t>(ts[i].tv_sec) * 1000000000 + ts[i].tv_nsec;
+      }
+    }
+    MAPFS_RETURN_IF_ERROR(tx->Store64(v + (i == 0 ? offsetof(Inode, atime_ns) : offsetof(Inode, mtime_ns)),
+                                      static_cast<uint64_t>(t)));
+  }
+  return tx->Store64(v + offsetof(Inode, ctime_ns), static_cast<uint64_t>(now));
+}
+}  // namespace
+
+Status FileSystem::Chmod(std::string_view path, mode_t mode, bool follow, uint64_t at) {
+  auto ino = Lookup(path, follow, at);
+  if (!ino.ok()) return ino.status();
+  return SetAttr(*ino, [&](Inode* in, MetaTx* tx, uint64_t v) { return ChmodFn(mode, in, tx, v); });
+}
+Status FileSystem::Fchmod(OpenFile& f, mode_t mode) {
+  return SetAttr(f.ino, [&](Inode* in, MetaTx* tx, uint64_t v) { return ChmodFn(mode, in, tx, v); });
+}
+Status FileSystem::Chown(std::string_view path, uid_t uid, gid_t gid, bool follow, uint64_t at) {
+  auto ino = Lookup(path, follow, at);
+  if (!ino.ok()) return ino.status();
+  return SetAttr(*ino, [&](Inode* in, MetaTx* tx, uint64_t v) { return ChownFn(uid, gid, in, tx, v); });
+}
+Status FileSystem::Fchown(OpenFile& f, uid_t uid, gid_t gid) {
+  return SetAttr(f.ino, [&](Inode* in, MetaTx* tx, uint64_t v) { return ChownFn(uid, gid, in, tx, v); });
+}
+Status FileSystem::Utimens(std::string_view path, const struct timespec ts[2], bool follow, uint64_t at) {
+  auto ino = Lookup(path, follow, at);
+  if (!ino.ok()) return ino.status();
+  return SetAttr(*ino, [&](Inode*, MetaTx* tx, uint64_t v) { return UtimensFn(ts, tx, v); });
+}
+Status FileSystem::Futimens(OpenFile& f, const struct timespec ts[2]) {
+  return SetAttr(f.ino, [&](Inode*, MetaTx* tx, uint64_t v) { return UtimensFn(ts, tx, v); });
+}
+
+}  // namespace mapfs::fs

@@ -1,0 +1,127 @@
+#include "meta/inode_locks.h"
+
+#include <sched.h>
+#include <signal.h>
+#include <time.h>
+
+#include <algorithm>
+
+#include "medium/pool.h"
+
+namespace mapfs::meta {
+
+using medium::kMaxMounts;
+
+InodeLocks::InodeLocks(medium::Pool* pool)
+    : pool_(pool), sh_(FsSharedOf(pool)), me_(static_cast<uint32_t>(pool->mount_slot() + 1)) {
+  uint32_t used = sh_->slots_used.load();
+  while (used < me_ && !sh_->slots_used.compare_exchange_weak(used, me_)) {
+  }
+}
+
+// Spins briefly, then yields, then sleeps; every ~50 ms of waiting it looks
+// for dead holders.
+void InodeLocks::Wait(int* round) {
+  int r = (*round)++;
+  if (r < 64) {
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+    return;
+  }
+  if (r < 256) {
+    sched_yield();
+    return;
+  }
+  struct timespec ts {0, 50 * 1000};
+  nanosleep(&ts, nullptr);
+  if (r % 1000 == 999) ReapDead();
+}
+
+bool InodeLocks::ReadersActive(uint32_t stripe) {
+  uint32_t n = std::min<uint32_t>(sh_->slots_used.load(), kMaxMounts);
+  for (uint32_t m = 0; m < n; m++)
+    if (sh_->holds[m][stripe].load() != 0) return true;
+  return false;
+}
+
+void InodeLocks::ReadLock(uint32_t stripe) {
+  auto& mine = sh_->holds[me_ - 1][stripe];
+  int round = 0;
+  for (;;) {
+    mine.fetch_add(1);
+    if (sh_->writer[stripe].load() == 0) return;
+    mine.fetch_sub(1);
+    while (sh_->writer[stripe].load(std::memory_order_relaxed) != 0) Wait(&round);
+  }
+}
+
+void InodeLocks::ReadUnlock(uint32_t stripe) { sh_->holds[me_ - 1][stripe].fetch_sub(1); }
+
+void InodeLocks::WriteLock(uint32_t stripe) {
+  int round = 0;
+  for (;;) {
+    uint32_t expect = 0;
+    if (sh_->writer[stripe].compare_exchange_weak(expect, me_)) break;
+    Wait(&round);
+  }
+  while (ReadersActive(stripe)) Wait(&round);
+}
+
+void InodeLocks::WriteUnlock(uint32_t stripe) { sh_->writer[stripe].store(0); }
+
+int InodeLocks::ReapDead() {
+  medium::SharedState* ss = pool_->shared();
+  uint32_t n = std::min<uint32_t>(sh_->slots_used.load(), kMaxMounts);
+  std::vector<std::pair<uint32_t, uint64_t>> dead;  // (mount slot, token)
+  for (uint32_t m = 0; m < n; m++) {
+    uint64_t token = ss->mounts[m].token.load();
+    int64_t pid = ss->mounts[m].pid.load();
+    if (token == 0 || sh_->reaped[m].load() == token) continue;
+    if (pid <= 0 || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)) dead.push_back({m, token});
+  }
+  if (dead.empty()) return 0;
+  // These mounts were dead before this replay: what they committed is made
+  // whole before their locks are released (RecoverDead takes the recovery
+  // lock itself).
+  pool_->redo().RecoverDead();
+  medium::PoolLock lock(pool_, medium::LockId::kRecovery);
+  int reaped = 0;
+  for (auto [m, token] : dead) {
+    if (ss->mounts[m].token.load() != token || sh_->reaped[m].load() == token) continue;
+    for (int s = 0; s < kLockStripes; s++) {
+      sh_->holds[m][s].store(0);
+      uint32_t w = m + 1;
+      sh_->writer[s].compare_exchange_strong(w, 0);
+    }
+    sh_->reaped[m].store(token);
+    reaped++;
+  }
+  return reaped;
+}
+
+void LockSet::Add(uint64_t ino, bool write) {
+  if (ino == 0) return;
+  uint32_t s = InodeLocks::StripeOf(ino);
+  for (auto& w : want_)
+    if (w.stripe == s) {
+      w.write = w.write || write;
+      return;
+    }
+  want_.push_back({s, write});
+}
+
+void LockSet::Acquire() {
+  std::sort(want_.begin(), want_.end(), [](const Want& a, const Want& b) { return a.stripe < b.stripe; });
+  for (auto& w : want_) w.write ? locks_->WriteLock(w.stripe) : locks_->ReadLock(w.stripe);
+  held_ = true;
+}
+
+void LockSet::Release() {
+  if (!held_) return;
+  for (auto it = want_.rbegin(); it != want_.rend(); ++it)
+    it->write ? locks_->WriteUnlock(it->stripe) : locks_->ReadUnlock(it->stripe);
+  held_ = false;
+}
+
+}  // namespace mapfs::meta

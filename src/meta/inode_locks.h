@@ -1,0 +1,94 @@
+// InodeLocks: reader/writer locks per inode, shared by every thread and
+// process that has the pool open, and safe when a holder dies.
+//
+// Locks are striped: inode i uses stripe Hash(i) % kLockStripes, so two
+// files share a lock only when their stripes collide (1 in 8192). A writer
+// publishes itself in the stripe's writer word (CAS 0 -> its mount slot + 1)
+// and waits until no mount counts a reader; a reader counts itself in its
+// own mount's counter, then backs off if it finds a writer. Both sides use
+// sequentially consistent operations, so one of them always sees the other
+// (Dekker). Writers have priority: readers back off while one waits.
+//
+// A process that dies leaves its writer words and its own reader counters;
+// a waiter that waits long enough checks for dead mounts and releases what
+// they held, after replaying their committed redo records (RecoverDead), so
+// the structures the dead holder was changing are whole again.
+//
+// A thread never takes a second lock while it holds one, except through
+// LockSet (which takes several in stripe order). Locks are not recursive.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "meta/shared_fs.h"
+
+namespace mapfs::meta {
+
+class InodeLocks {
+ public:
+  explicit InodeLocks(medium::Pool* pool);
+
+  static uint32_t StripeOf(uint64_t ino) {
+    uint64_t h = ino * 0x9e3779b97f4a7c15ull;
+    return static_cast<uint32_t>(h >> 51) % kLockStripes;
+  }
+  void ReadLock(uint32_t stripe);
+  void ReadUnlock(uint32_t stripe);
+  void WriteLock(uint32_t stripe);
+  void WriteUnlock(uint32_t stripe);
+
+  // Releases locks held by mounts whose process has died. Returns how many
+  // mounts were reaped.
+  int ReapDead();
+
+ private:
+  void Wait(int* round);
+  bool ReadersActive(uint32_t stripe);
+
+  medium::Pool* pool_;
+  FsShared* sh_;
+  uint32_t me_;  // mount slot + 1
+};
+
+// Write (or read) locks on a set of inodes, taken in stripe order without
+// duplicates, released on destruction.
+class LockSet {
+ public:
+  explicit LockSet(InodeLocks* locks) : locks_(locks) {}
+  ~LockSet() { Release(); }
+  LockSet(const LockSet&) = delete;
+  LockSet& operator=(const LockSet&) = delete;
+  // Adds inodes to lock; call before Acquire. ino 0 is ignored.
+  void Add(uint64_t ino, bool write);
+  void Acquire();
+  void Release();
+
+ private:
+  InodeLocks* locks_;
+  struct Want {
+    uint32_t stripe;
+    bool write;
+  };
+  std::vector<Want> want_;
+  bool held_ = false;
+};
+
+// RAII for one lock.
+class InodeLock {
+ public:
+  InodeLock(InodeLocks* locks, uint64_t ino, bool write)
+      : locks_(locks), stripe_(InodeLocks::StripeOf(ino)), write_(write) {
+    write_ ? locks_->WriteLock(stripe_) : locks_->ReadLock(stripe_);
+  }
+  ~InodeLock() { write_ ? locks_->WriteUnlock(stripe_) : locks_->ReadUnlock(stripe_); }
+  InodeLock(const InodeLock&) = delete;
+  InodeLock& operator=(const InodeLock&) = delete;
+
+ private:
+  InodeLocks* locks_;
+  uint32_t stripe_;
+  bool write_;
+};
+
+}  // namespace mapfs::meta

@@ -1,0 +1,65 @@
+// MetaTx: one atomic change to file system metadata.
+//
+// Metadata lives in partitions of the virtual region and is addressed by
+// virtual offset. A MetaTx collects stores (8-byte words and byte ranges)
+// addressed that way, lets the operation read back its own pending words
+// (an overlay, so two changes to one bitmap word in one operation compose),
+// and commits everything as one redo transaction: after a crash the pool
+// shows all of the stores or none of them.
+//
+// Nothing is written to the pool before Commit(). The caller holds the
+// locks that protect every word it stores (the redo log applies absolute
+// values, so a concurrent writer of the same word would be overwritten).
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+
+namespace mapfs::medium {
+class Pool;
+class Tx;
+}
+namespace mapfs::vm {
+class Vm;
+}
+
+namespace mapfs::meta {
+
+class MetaTx {
+ public:
+  MetaTx(medium::Pool* pool, vm::Vm* vm) : pool_(pool), vm_(vm) {}
+
+  // The word at `voff` (8-byte aligned) as this transaction would leave it.
+  Result<uint64_t> Load64(uint64_t voff) const;
+  // Records an 8-byte store (voff 8-byte aligned). Readers that do not hold
+  // the caller's locks never see the word torn.
+  Status Store64(uint64_t voff, uint64_t value);
+  // Records a store of `len` bytes; the range may cross pages.
+  Status StoreBytes(uint64_t voff, const void* data, size_t len);
+
+  bool empty() const { return words_.empty() && bytes_.empty(); }
+  // Moves every recorded store into `tx` (for operations that commit the
+  // metadata together with a pswap, vm::Vm::Pswap's `with`).
+  void MoveTo(medium::Tx* tx);
+  // Commits every recorded store as one redo transaction, durable on
+  // return. E2BIG when the stores exceed one redo slot. The transaction is
+  // empty afterwards, whatever the outcome.
+  Status Commit();
+
+ private:
+  medium::Pool* pool_;
+  vm::Vm* vm_;
+  std::vector<std::pair<uint64_t, uint64_t>> words_;  // (pool offset, value), in order
+  struct Bytes {
+    uint64_t pool_off;
+    std::vector<char> data;
+  };
+  std::vector<Bytes> bytes_;
+  // Order of records as recorded: true = word, false = bytes. Replay keeps it.
+  std::vector<std::pair<bool, size_t>> order_;
+};
+
+}  // namespace mapfs::meta

@@ -1,0 +1,38 @@
+// The meta layer's part of the pool's shared-memory segment
+// (medium::SharedState::fs): per-inode lock stripes, reader holds per mount,
+// open counts per inode. Volatile; zero after an exclusive open (which is
+// also when every lock is free and nothing is open).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "medium/pool.h"
+#include "medium/shared.h"
+#include "meta/fs_format.h"
+
+namespace mapfs::meta {
+
+constexpr int kLockStripes = 8192;
+
+struct FsShared {
+  // Writer word per stripe: 0 = no writer, else mount slot + 1 of the holder.
+  std::atomic<uint32_t> writer[kLockStripes];
+  // Highest mount slot + 1 that ever took a lock (bounds the reader scan).
+  std::atomic<uint32_t> slots_used;
+  // Mount tokens whose locks have been released after their process died.
+  std::atomic<uint64_t> reaped[medium::kMaxMounts];
+  // Inode allocation hint (next slot to try).
+  std::atomic<uint64_t> inode_hint;
+  // Readers holding each stripe, per mount. A process that dies leaves only
+  // its own counters behind, which whoever notices the death zeroes.
+  std::atomic<uint16_t> holds[medium::kMaxMounts][kLockStripes];
+  // Open descriptions per inode across every process (unlink of an open
+  // file keeps the inode until this drops to zero).
+  std::atomic<uint32_t> open_count[format::kMaxInodes];
+};
+static_assert(sizeof(FsShared) <= medium::kFsSharedBytes);
+
+inline FsShared* FsSharedOf(medium::Pool* pool) { return reinterpret_cast<FsShared*>(pool->shared()->fs); }
+
+}  // namespace mapfs::meta
