@@ -5,7 +5,11 @@
 #include <fcntl.h>
 #include <linux/fs.h>
 
+#include <sys/stat.h>
+
+#include <atomic>
 #include <cstdarg>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -97,6 +101,34 @@ struct mapfs_dir {
 
 static int Ret(const Status& st) { return st.ok() ? 0 : Fail(st); }
 
+// The process's umask, which open(O_CREAT) and mkdir apply as the kernel
+// does. umask() reads it only by replacing it, so it is replaced by the
+// value it most likely holds already (the last one seen; at first the one
+// /proc reports): in the usual case it never changes, not even for a moment
+// in which another thread's kernel create could see a wrong mask.
+static mode_t CurrentUmask() {
+  static std::atomic<unsigned> guess{[] {
+    unsigned m = 022;
+    if (FILE* f = std::fopen("/proc/self/status", "re")) {
+      char line[128];
+      while (std::fgets(line, sizeof line, f))
+        if (std::sscanf(line, "Umask: %o", &m) == 1) break;
+      std::fclose(f);
+    }
+    return m;
+  }()};
+  mode_t g = static_cast<mode_t>(guess.load(std::memory_order_relaxed));
+  mode_t old = umask(g);
+  if (old != g) {
+    umask(old);
+    guess.store(old, std::memory_order_relaxed);
+  }
+  return old;
+}
+
+#define MAPFS_CHECK_BUF(buf, n) \
+  if ((buf) == nullptr && (n) != 0) return FailErrno(EFAULT, "null buffer")
+
 extern "C" {
 
 const char* mapfs_version(void) { return "0.2.0"; }
@@ -111,7 +143,7 @@ int mapfs_mkfs(const char* pool, const struct mapfs_mkfs_options* opt) {
   if (opt->page_size != 0 && opt->page_size != 4096 && opt->page_size != 2u * 1024 * 1024)
     return FailErrno(EINVAL, "page size must be 4096 or 2 MiB");
   co.page_shift = opt->page_size == 2u * 1024 * 1024 ? 21 : 12;
-  if (opt->mode > 2) return FailErrno(EINVAL, "bad mode");
+  if (opt->mode > 2 || opt->mode < -1) return FailErrno(EINVAL, "bad mode");
   co.mode = opt->mode < 0 ? mapfs::medium::format::Mode::kSync : static_cast<mapfs::medium::format::Mode>(opt->mode);
   Status st = mapfs::medium::Pool::Create(pool, co);
   if (!st.ok()) return Fail(st);
@@ -127,7 +159,11 @@ mapfs_t* mapfs_mount(const char* pool, const struct mapfs_options* opt) {
   }
   mapfs::fs::FsOptions fo;
   fo.mode = opt ? opt->mode : -1;
-  if (fo.mode < 0) {
+  if (fo.mode > 2 || fo.mode < -1) {
+    FailErrno(EINVAL, "bad mode");
+    return nullptr;
+  }
+  if (fo.mode == -1) {
     if (const char* m = std::getenv("MAPFS_MODE")) {
       if (!std::strcmp(m, "posix")) fo.mode = 0;
       else if (!std::strcmp(m, "sync")) fo.mode = 1;
@@ -137,9 +173,6 @@ mapfs_t* mapfs_mount(const char* pool, const struct mapfs_options* opt) {
         return nullptr;
       }
     }
-  } else if (fo.mode > 2) {
-    FailErrno(EINVAL, "bad mode");
-    return nullptr;
   }
   auto fs = FileSystem::Mount(pool, fo);
   if (!fs.ok()) {
@@ -177,6 +210,7 @@ int mapfs_open(mapfs_t* fs, const char* path, int flags, ...) {
     va_end(ap);
   }
   if ((flags & __O_TMPFILE) == __O_TMPFILE) return FailErrno(EOPNOTSUPP, "O_TMPFILE is not supported");
+  if (flags & O_CREAT) mode &= ~CurrentUmask();
   auto f = fs->fs->Open(path, flags, mode);
   if (!f.ok()) return Fail(f.status());
   return fs->Install(std::make_shared<Description>(fs->fs.get(), std::move(*f)));
@@ -217,18 +251,21 @@ int mapfs_dup2(mapfs_t* fs, int fd, int newfd) {
 
 ssize_t mapfs_read(mapfs_t* fs, int fd, void* buf, size_t n) {
   MAPFS_GET_FD(fs, fd, d);
+  MAPFS_CHECK_BUF(buf, n);
   auto r = fs->fs->Read(*d->f, buf, n);
   return r.ok() ? static_cast<ssize_t>(*r) : Fail(r.status());
 }
 
 ssize_t mapfs_write(mapfs_t* fs, int fd, const void* buf, size_t n) {
   MAPFS_GET_FD(fs, fd, d);
+  MAPFS_CHECK_BUF(buf, n);
   auto r = fs->fs->Write(*d->f, buf, n);
   return r.ok() ? static_cast<ssize_t>(*r) : Fail(r.status());
 }
 
 ssize_t mapfs_pread(mapfs_t* fs, int fd, void* buf, size_t n, off_t off) {
   MAPFS_GET_FD(fs, fd, d);
+  MAPFS_CHECK_BUF(buf, n);
   if (off < 0) return FailErrno(EINVAL, "negative offset");
   auto r = fs->fs->Read(*d->f, buf, n, off);
   return r.ok() ? static_cast<ssize_t>(*r) : Fail(r.status());
@@ -236,6 +273,7 @@ ssize_t mapfs_pread(mapfs_t* fs, int fd, void* buf, size_t n, off_t off) {
 
 ssize_t mapfs_pwrite(mapfs_t* fs, int fd, const void* buf, size_t n, off_t off) {
   MAPFS_GET_FD(fs, fd, d);
+  MAPFS_CHECK_BUF(buf, n);
   if (off < 0) return FailErrno(EINVAL, "negative offset");
   auto r = fs->fs->Write(*d->f, buf, n, off);
   return r.ok() ? static_cast<ssize_t>(*r) : Fail(r.status());
@@ -243,6 +281,7 @@ ssize_t mapfs_pwrite(mapfs_t* fs, int fd, const void* buf, size_t n, off_t off) 
 
 ssize_t mapfs_pwrite_atomic(mapfs_t* fs, int fd, const void* buf, size_t n, off_t off) {
   MAPFS_GET_FD(fs, fd, d);
+  MAPFS_CHECK_BUF(buf, n);
   if (off < 0) return FailErrno(EINVAL, "negative offset");
   auto r = fs->fs->Write(*d->f, buf, n, off, static_cast<int>(mapfs::file::Mode::kStrict));
   return r.ok() ? static_cast<ssize_t>(*r) : Fail(r.status());
@@ -330,6 +369,7 @@ ssize_t mapfs_readlink(mapfs_t* fs, const char* path, char* buf, size_t size) {
   MAPFS_CHECK_FS(fs);
   MAPFS_CHECK_PATH(path);
   if (size == 0) return FailErrno(EINVAL, "zero-sized buffer");
+  MAPFS_CHECK_BUF(buf, size);
   auto r = fs->fs->Readlink(path);
   if (!r.ok()) return Fail(r.status());
   size_t n = std::min(size, r->size());
@@ -338,7 +378,7 @@ ssize_t mapfs_readlink(mapfs_t* fs, const char* path, char* buf, size_t size) {
 }
 int mapfs_mkdir(mapfs_t* fs, const char* path, mode_t mode) {
   MAPFS_CHECK_PATH(path);
-  MAPFS_PATH_CALL(fs->fs->Mkdir(path, mode));
+  MAPFS_PATH_CALL(fs->fs->Mkdir(path, mode & ~CurrentUmask()));
 }
 int mapfs_rmdir(mapfs_t* fs, const char* path) {
   MAPFS_CHECK_PATH(path);

@@ -6,7 +6,9 @@
 #include <cstdio>
 #include <cstring>
 
+#include "cli/parse.h"
 #include "common/units.h"
+#include "fs/file_system.h"
 #include "mapfs/mapfs.h"
 #include "medium/persist.h"
 #include "mount/mount.h"
@@ -14,59 +16,6 @@
 
 namespace mapfs::cli {
 namespace {
-
-// Splits ARGS into positionals and --flag [value] pairs. `with_value` lists
-// the flags that take a value.
-struct Parsed {
-  std::vector<std::string> pos;
-  std::vector<std::pair<std::string, std::string>> flags;
-  std::string error;
-  const std::string* Get(const std::string& f) const {
-    for (auto& [k, v] : flags)
-      if (k == f) return &v;
-    return nullptr;
-  }
-  bool Has(const std::string& f) const { return Get(f) != nullptr; }
-};
-
-Parsed Parse(const std::vector<std::string>& args, const std::vector<std::string>& with_value,
-             const std::vector<std::string>& switches) {
-  Parsed p;
-  for (size_t i = 0; i < args.size(); i++) {
-    const std::string& a = args[i];
-    if (a.rfind("--", 0) != 0) {
-      p.pos.push_back(a);
-      continue;
-    }
-    std::string name = a, value;
-    size_t eq = a.find('=');
-    if (eq != std::string::npos) {
-      name = a.substr(0, eq);
-      value = a.substr(eq + 1);
-    }
-    bool takes = false, known = false;
-    for (auto& f : with_value) takes |= f == name;
-    for (auto& f : switches) known |= f == name;
-    if (!takes && !known) {
-      p.error = "unknown option " + name;
-      return p;
-    }
-    if (takes && eq == std::string::npos) {
-      if (i + 1 >= args.size()) {
-        p.error = name + " needs a value";
-        return p;
-      }
-      value = args[++i];
-    }
-    p.flags.push_back({name, value});
-  }
-  return p;
-}
-
-int Fail(const char* verb, const Status& st) {
-  std::fprintf(stderr, "mapfs %s: %s\n", verb, st.ToString().c_str());
-  return 1;
-}
 
 const char* ModeName(uint32_t m) {
   switch (m) {
@@ -110,6 +59,11 @@ int Mkfs(const std::vector<std::string>& args) {
   }
   Status st = medium::Pool::Create(p.pos[0], co);
   if (!st.ok()) return Fail("mkfs", st);
+  // The first mount formats the file system (superblock, inodes, root).
+  auto fs = fs::FileSystem::Mount(p.pos[0]);
+  if (!fs.ok()) return Fail("mkfs", p.pos[0], fs.status());
+  st = (*fs)->Unmount();
+  if (!st.ok()) return Fail("mkfs", p.pos[0], st);
   std::printf("formatted %s: %s, %s pages, mode %s\n", p.pos[0].c_str(), FormatSize(AlignDown(co.size, kChunkSize)).c_str(),
               co.page_shift == 12 ? "4 KiB" : "2 MiB", ModeName(static_cast<uint32_t>(co.mode)));
   return 0;
@@ -121,16 +75,17 @@ int Info(const std::vector<std::string>& args) {
     std::fprintf(stderr, "usage: mapfs info POOL\n");
     return 2;
   }
-  auto m = Mount::Open(p.pos[0]);
-  if (!m.ok()) return Fail("info", m.status());
-  medium::Pool& pool = (*m)->pool();
+  auto fs = fs::FileSystem::Mount(p.pos[0]);
+  if (!fs.ok()) return Fail("info", fs.status());
+  mapfs::Mount* m = &(*fs)->mount();
+  medium::Pool& pool = m->pool();
   const auto& h = pool.header();
   char uuid[40];
   std::snprintf(uuid, sizeof uuid, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", h.uuid[0],
                 h.uuid[1], h.uuid[2], h.uuid[3], h.uuid[4], h.uuid[5], h.uuid[6], h.uuid[7], h.uuid[8], h.uuid[9],
                 h.uuid[10], h.uuid[11], h.uuid[12], h.uuid[13], h.uuid[14], h.uuid[15]);
-  vm::VmStats vs = (*m)->vm().Stats();
-  space::SpaceStats ss = (*m)->space().Stats();
+  vm::VmStats vs = m->vm().Stats();
+  space::SpaceStats ss = m->space().Stats();
   const auto& pc = medium::CurrentPersistConfig();
   std::printf("pool            %s\n", pool.path().c_str());
   std::printf("medium          %s, MAP_SYNC %s, huge pages %s\n", pool.fs_kind(), pool.map_sync() ? "yes" : "no",
@@ -149,14 +104,19 @@ int Info(const std::vector<std::string>& args) {
   std::printf("persistence     copy %s, flush %s, domain %s\n", medium::ToString(pc.copy), medium::ToString(pc.flush),
               medium::ToString(pc.domain));
   std::printf("state           %s, opened %" PRIu64 " times, %" PRIu64 " recoveries\n",
-              (*m)->recovered() ? "recovered at this open" : "clean", pool.state()->open_count, pool.state()->recoveries);
+              m->recovered() ? "recovered at this open" : "clean", pool.state()->open_count, pool.state()->recoveries);
   std::printf("partitions      availability level %s\n",
               ss.availability_level < 0 ? "none (full)" : ("L" + std::to_string(ss.availability_level)).c_str());
   std::printf("  %-5s %-10s %12s %12s\n", "level", "size", "allocated", "partitioned");
   for (int l = 0; l <= ss.top_level; l++)
     std::printf("  L%-4d %-10s %12" PRIu64 " %12" PRIu64 "\n", l, FormatSize(space::format::LevelSize(l)).c_str(),
                 ss.allocated[l], ss.partitioned[l]);
-  Status st = (*m)->Close();
+  // Cheap figures only (no walk of the tree): inode slots from statvfs.
+  struct statvfs sv;
+  if ((*fs)->Statfs(&sv).ok())
+    std::printf("file system     %" PRIu64 " inode slots allocated, %" PRIu64 " more possible\n",
+                static_cast<uint64_t>(sv.f_files - sv.f_ffree), static_cast<uint64_t>(sv.f_ffree));
+  Status st = (*fs)->Unmount();
   if (!st.ok()) return Fail("info", st);
   return 0;
 }
@@ -168,18 +128,21 @@ int Fsck(const std::vector<std::string>& args) {
     return 2;
   }
   bool repair = p.Has("--repair");
-  auto m = Mount::Open(p.pos[0]);
-  if (!m.ok()) return Fail("fsck", m.status());
-  if ((*m)->recovered()) std::printf("%s was not closed cleanly: recovery ran at open\n", p.pos[0].c_str());
-  int problems = 0;
+  // Mounting the file system runs the recovery of every layer first.
+  auto mounted = fs::FileSystem::Mount(p.pos[0]);
+  if (!mounted.ok()) return Fail("fsck", mounted.status());
+  fs::FileSystem& fs = **mounted;
+  mapfs::Mount& m = fs.mount();
+  if (fs.recovered()) std::printf("%s was not closed cleanly: recovery ran at mount\n", p.pos[0].c_str());
+  uint64_t problems = 0, remaining = 0;
   // Only a strict check (no leaked pages) when we are the only user.
-  bool alone = (*m)->pool().exclusive_open();
-  Status vs = (*m)->vm().Check(alone);
+  bool alone = m.pool().exclusive_open();
+  Status vs = m.vm().Check(alone);
   if (!vs.ok()) {
     problems++;
     std::printf("page table: %s\n", vs.message().c_str());
     if (repair) {
-      vm::RebuildReport r = (*m)->vm().Rebuild();
+      vm::RebuildReport r = m.vm().Rebuild();
       std::printf("  repaired: %" PRIu64 " leaked pages reclaimed, %" PRIu64 " pages re-marked, %" PRIu64
                   " bad entries cleared (%" PRIu64 " pages mapped twice remain)\n",
                   r.leaked_reclaimed, r.unmarked_fixed, r.bad_entries, r.double_refs);
@@ -187,19 +150,49 @@ int Fsck(const std::vector<std::string>& args) {
       std::printf("  --repair would rebuild the page bitmap from the page table\n");
     }
   }
-  Status ss = (*m)->space().Check();
+  Status ss = m.space().Check();
   if (!ss.ok()) {
     problems++;
     std::printf("partitions: %s\n", ss.message().c_str());
+    if (!repair) std::printf("  --repair would reconcile the partition headers with the page table\n");
   }
   if (repair && problems) {
-    Status r = (*m)->space().Reconcile();
+    Status r = m.space().Reconcile();
     if (!r.ok()) std::printf("  partition repair failed: %s\n", r.message().c_str());
+    Status v2 = m.vm().Check(alone), s2 = m.space().Check();
+    if (!v2.ok()) std::printf("  page table still wrong: %s\n", v2.message().c_str());
+    if (!s2.ok()) std::printf("  partitions still wrong: %s\n", s2.message().c_str());
+    remaining += !v2.ok() + !s2.ok();
   }
-  Status st = (*m)->Close();
+  // The file system layers: inodes, directories, link counts, references.
+  fs::FsCheckReport r = fs.Check();
+  for (auto& pr : r.problems) std::printf("file system: %s\n", pr.c_str());
+  problems += r.problems.size();
+  if (!r.problems.empty()) {
+    if (repair) {
+      r = fs.Repair();
+      for (auto& rp : r.repairs) std::printf("  repaired: %s\n", rp.c_str());
+      for (auto& pr : r.problems) std::printf("  still wrong: %s\n", pr.c_str());
+      remaining += r.problems.size();
+    } else {
+      std::printf("  --repair would fix inode bitmap bits and link counts, free unreachable inodes and "
+                  "collect leaked partitions\n");
+    }
+  }
+  std::printf("file system: %" PRIu64 " inodes (%" PRIu64 " directories, %" PRIu64 " files, %" PRIu64
+              " symlinks), %" PRIu64 " directory entries\n",
+              r.inodes, r.directories, r.files, r.symlinks, r.entries);
+  Status st = fs.Unmount();
   if (!st.ok()) return Fail("fsck", st);
-  if (problems == 0) std::printf("%s: clean\n", p.pos[0].c_str());
-  return problems && !repair ? 1 : 0;
+  if (problems == 0)
+    std::printf("%s: clean\n", p.pos[0].c_str());
+  else if (!repair)
+    std::printf("%s: %" PRIu64 " problems\n", p.pos[0].c_str(), problems);
+  else if (remaining == 0)
+    std::printf("%s: %" PRIu64 " problems, all repaired\n", p.pos[0].c_str(), problems);
+  else
+    std::printf("%s: %" PRIu64 " problems, %" PRIu64 " remain after repair\n", p.pos[0].c_str(), problems, remaining);
+  return (repair ? remaining : problems) ? 1 : 0;
 }
 
 int Bench(const std::vector<std::string>& args) {

@@ -16,6 +16,19 @@ void Usage(FILE* f) {
                "                        format POOL (a file, a tmpfs file or a DAX device)\n"
                "  info POOL             format, sizes, space used and free, level occupancy\n"
                "  fsck POOL [--repair]  check every structure; --repair fixes what it can\n"
+               "\n"
+               "  Files in a pool, no kernel mount needed (paths in the pool start at /):\n"
+               "  ls [-l] [-a] POOL [PATH...]     list a directory (or name a file)\n"
+               "  cat POOL PATH...                write files to stdout\n"
+               "  put POOL LOCAL PATH             copy a local file in (LOCAL - = stdin)\n"
+               "  get POOL PATH LOCAL             copy a file out (LOCAL - = stdout)\n"
+               "  rm [-r] [-f] POOL PATH...       remove files (-r: directory trees)\n"
+               "  mkdir [-p] POOL PATH...         make directories (-p: with parents)\n"
+               "  mv POOL FROM... TO              rename, or move into directory TO\n"
+               "  ln [-s] POOL FROM... TO         hard link, or -s symbolic link to FROM\n"
+               "  stat [-L] POOL PATH...          every stat field (-L: follow symlinks)\n"
+               "  df POOL                         space and inodes used and free\n"
+               "\n"
                "  bench pswap [--json FILE] [--quick] [--repeat N] [--pool PATH]\n"
                "                        pswap against copying (ctFS Fig. 6)\n"
                "  version               library and format version\n");
@@ -37,6 +50,16 @@ int main(int argc, char** argv) {
   if (cmd == "mkfs") return mapfs::cli::Mkfs(args);
   if (cmd == "info") return mapfs::cli::Info(args);
   if (cmd == "fsck") return mapfs::cli::Fsck(args);
+  if (cmd == "ls") return mapfs::cli::Ls(args);
+  if (cmd == "cat") return mapfs::cli::Cat(args);
+  if (cmd == "put") return mapfs::cli::Put(args);
+  if (cmd == "get") return mapfs::cli::Get(args);
+  if (cmd == "rm") return mapfs::cli::Rm(args);
+  if (cmd == "mkdir") return mapfs::cli::Mkdir(args);
+  if (cmd == "mv") return mapfs::cli::Mv(args);
+  if (cmd == "ln") return mapfs::cli::Ln(args);
+  if (cmd == "stat") return mapfs::cli::Stat(args);
+  if (cmd == "df") return mapfs::cli::Df(args);
   if (cmd == "bench") return mapfs::cli::Bench(args);
   if (cmd == "version") return mapfs::cli::Version(args);
   std::fprintf(stderr, "mapfs: unknown command '%s'\n", cmd.c_str());

@@ -402,17 +402,16 @@ Status FindPending(Dir& d, uint64_t h, std::string_view name, const meta::MetaTx
   return Status::Ok();
 }
 
-Status AddCount(const Env& env, uint64_t root, meta::MetaTx* tx, int64_t delta) {
+Status AddCount(uint64_t root, meta::MetaTx* tx, int64_t delta) {
   uint64_t voff = root + offsetof(f::Root, count);
   auto c = tx->Load64(voff);
   if (!c.ok()) return c.status();
-  (void)env;
   return tx->Store64(voff, *c + static_cast<uint64_t>(delta));
 }
 
 // Records the stores of a new entry at `head` (continuation slots `conts`)
 // of the block in `pb`.
-Status WriteEntry(const Env& env, uint64_t root, const PendBlock& pb, int head, const int* conts, uint64_t h,
+Status WriteEntry(uint64_t root, const PendBlock& pb, int head, const int* conts, uint64_t h,
                   std::string_view name, Entry e, meta::MetaTx* tx) {
   const uint64_t blk = pb.voff;
   const int nc = f::ContSlots(name.size());
@@ -444,7 +443,7 @@ Status WriteEntry(const Env& env, uint64_t root, const PendBlock& pb, int head, 
   if (want_long != is_long)
     MAPFS_RETURN_IF_ERROR(tx->Store64(blk + offsetof(f::BlockHeader, longmap), pb.LP ^ Bit(head)));
   MAPFS_RETURN_IF_ERROR(tx->Store64(blk + offsetof(f::BlockHeader, bitmap), pb.P | Bit(head)));
-  return AddCount(env, root, tx, 1);
+  return AddCount(root, tx, 1);
 }
 
 }  // namespace
@@ -473,7 +472,7 @@ Status Cib::Insert(uint64_t root, std::string_view name, Entry e, meta::MetaTx* 
         slots[k] = __builtin_ctzll(free);
         free &= free - 1;
       }
-      return WriteEntry(env_, root, pb, slots[0], slots + 1, h, name, e, tx);
+      return WriteEntry(root, pb, slots[0], slots + 1, h, name, e, tx);
     }
     if (path.lo == path.hi) {
       MAPFS_RETURN_IF_ERROR(d.AddOverflow(path));
@@ -497,7 +496,7 @@ Status Cib::Remove(uint64_t root, std::string_view name, meta::MetaTx* tx) {
   if (found.slot < 0) return Status::Error(ENOENT, "no such entry");
   // CIB delete: one validity bit.
   MAPFS_RETURN_IF_ERROR(tx->Store64(found.blk + offsetof(f::BlockHeader, bitmap), found.pb.P & ~Bit(found.slot)));
-  return AddCount(env_, root, tx, -1);
+  return AddCount(root, tx, -1);
 }
 
 Status Cib::Replace(uint64_t root, std::string_view name, Entry e, meta::MetaTx* tx) {

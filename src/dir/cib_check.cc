@@ -42,8 +42,8 @@ class Checker {
       MAPFS_RETURN_IF_ERROR(Block(br.voff, br, &names, entries));
       for (uint64_t o = b->overflow; o != 0; o = d_.At<f::BlockHeader>(o)->overflow) {
         if (br.lo != br.hi) return d_.Damaged(br.voff, "overflow chain on a block of several hash values");
-        MAPFS_RETURN_IF_ERROR(d_.CheckBlock(o, f::kOverflow));
         MAPFS_RETURN_IF_ERROR(Partition(o));
+        MAPFS_RETURN_IF_ERROR(d_.CheckBlock(o, f::kOverflow));
         const auto* ob = d_.At<f::BlockHeader>(o);
         if (ob->min != br.lo || ob->max != br.hi) return d_.Damaged(o, "overflow block range differs from its primary");
         if (ob->next != 0) return d_.Damaged(o, "overflow block with a chain link");
@@ -66,6 +66,7 @@ class Checker {
  private:
   // Each partition once, and each an allocated L0 partition.
   Status Partition(uint64_t voff) {
+    if (!d_.Plausible(voff)) return d_.Damaged(voff, "partition reference out of range");
     if (!seen_.insert(voff).second) return d_.Damaged(voff, "partition referenced twice");
     auto l = env_.space->LevelOf(voff);
     if (!l.ok() || *l != 0) return d_.Damaged(voff, "not an allocated L0 partition");
@@ -81,14 +82,16 @@ class Checker {
       if (e[i].min > hi) return d_.Damaged(owner, "index element beyond its range");
       uint64_t clo = e[i].min, chi = i + 1 < count ? e[i + 1].min - 1 : hi;
       uint64_t c = e[i].child;
+      // Allocation is checked before the partition is read, so a damaged
+      // reference never makes fsck touch (and back) unallocated space.
       if (level == 0) {
-        MAPFS_RETURN_IF_ERROR(d_.CheckBlock(c, f::kPrimary));
         MAPFS_RETURN_IF_ERROR(Partition(c));
+        MAPFS_RETURN_IF_ERROR(d_.CheckBlock(c, f::kPrimary));
         blocks_.push_back({c, clo, chi});
         continue;
       }
-      MAPFS_RETURN_IF_ERROR(d_.CheckNode(c, level));
       MAPFS_RETURN_IF_ERROR(Partition(c));
+      MAPFS_RETURN_IF_ERROR(d_.CheckNode(c, level));
       nnodes_++;
       const auto* n = d_.At<f::Node>(c);
       MAPFS_RETURN_IF_ERROR(Array(c, c + offsetof(f::Node, e), static_cast<int>(n->count), level - 1, clo, chi));

@@ -76,8 +76,18 @@ Status FileSystem::OpenExisting(const Walk& w, int flags, std::shared_ptr<OpenFi
 
 Result<std::shared_ptr<OpenFile>> FileSystem::Open(std::string_view path, int flags, mode_t mode, uint64_t at) {
   if ((flags & O_ACCMODE) == O_ACCMODE) return Status::Error(EINVAL, "bad access mode");
+  // Linux >= 6.4 refuses this combination outright.
+  if ((flags & O_CREAT) && (flags & O_DIRECTORY)) return Status::Error(EINVAL, "O_CREAT with O_DIRECTORY");
   bool excl = (flags & O_CREAT) && (flags & O_EXCL);
   bool follow = !excl && !(flags & O_NOFOLLOW);
+  if ((flags & O_CREAT) && !path.empty() && path.back() == '/') {
+    // Linux judges the trailing slash before the last component: EISDIR
+    // whatever "name/" is, once its directory resolves ("." and ".." and
+    // the root go the usual way).
+    auto w = Resolve(at, path, false, 0, true);
+    if (!w.ok()) return w.status();
+    if (!IsDot(w->name)) return Status::Error(EISDIR, "is a directory");
+  }
   for (;;) {
     auto w = Resolve(at, path, follow);
     if (!w.ok()) return w.status();
@@ -85,7 +95,6 @@ Result<std::shared_ptr<OpenFile>> FileSystem::Open(std::string_view path, int fl
     if (w->ino == 0) {
       if (!(flags & O_CREAT)) return Status::Error(ENOENT, "no such file or directory");
       if (w->trailing_slash) return Status::Error(EISDIR, "is a directory");
-      if (flags & O_DIRECTORY) return Status::Error(EINVAL, "O_CREAT with O_DIRECTORY");
       uint64_t ino = 0;
       Status st = CreateNode(*w, S_IFREG | (mode & 07777), nullptr, &ino, true);
       if (st.code() == EAGAIN) continue;
@@ -97,6 +106,8 @@ Result<std::shared_ptr<OpenFile>> FileSystem::Open(std::string_view path, int fl
       return f;
     }
     if (excl) return Status::Error(EEXIST, "file exists");
+    // O_CREAT never opens a directory, and never creates through "name/".
+    if ((flags & O_CREAT) && (w->trailing_slash || w->type == DT_DIR)) return Status::Error(EISDIR, "is a directory");
     if ((flags & O_NOFOLLOW) && w->type == DT_LNK) return Status::Error(ELOOP, "is a symbolic link");
     Status st = OpenExisting(*w, flags, &f);
     if (st.code() == EAGAIN) continue;
@@ -178,7 +189,8 @@ Status FileSystem::Fsync(OpenFile& f) {
 
 Status FileSystem::Ftruncate(OpenFile& f, int64_t size) {
   if (size < 0) return Status::Error(EINVAL, "negative size");
-  if (f.is_dir) return Status::Error(EISDIR, "is a directory");
+  // As Linux: a directory or a read-only descriptor is EINVAL, not EISDIR/EBADF.
+  if (f.is_dir) return Status::Error(EINVAL, "not a regular file");
   MAPFS_RETURN_IF_ERROR(CheckWritable(f).ok() ? Status::Ok() : Status::Error(EINVAL, "not open for writing"));
   InodeLock l(locks_.get(), f.ino, true);
   mount_->vm().Sync();
@@ -192,6 +204,7 @@ Status FileSystem::Ftruncate(OpenFile& f, int64_t size) {
 }
 
 Status FileSystem::Truncate(std::string_view path, int64_t size, uint64_t at) {
+  if (size < 0) return Status::Error(EINVAL, "negative size");
   auto w = Resolve(at, path, true);
   if (!w.ok()) return w.status();
   if (w->ino == 0) return Status::Error(ENOENT, "no such file or directory");
@@ -207,8 +220,8 @@ Status FileSystem::Truncate(std::string_view path, int64_t size, uint64_t at) {
 
 Status FileSystem::Fallocate(OpenFile& f, int mode, int64_t off, int64_t len) {
   if (off < 0 || len <= 0) return Status::Error(EINVAL, "bad range");
+  MAPFS_RETURN_IF_ERROR(CheckWritable(f));  // before EISDIR, as Linux orders them
   if (f.is_dir) return Status::Error(EISDIR, "is a directory");
-  MAPFS_RETURN_IF_ERROR(CheckWritable(f));
   InodeLock l(locks_.get(), f.ino, true);
   mount_->vm().Sync();
   return data_->Fallocate(Ino(f.ino), inodes_->VoffOf(f.ino), mode, static_cast<uint64_t>(off),

@@ -135,8 +135,18 @@ class FileSystem {
     uint64_t ino = 0;     // what it names, 0 = nothing yet
     uint8_t type = 0;     // DT_* of ino
     bool trailing_slash = false;
+    bool too_long = false;  // keep_last only: the last name exceeds NAME_MAX (ino = 0)
+    // The error for a last component that names nothing.
+    Status Missing() const {
+      return too_long ? Status::Error(ENAMETOOLONG, "name too long") : Status::Error(ENOENT, "no such file or directory");
+    }
   };
-  Result<Walk> Resolve(uint64_t at, std::string_view path, bool follow_last, int depth = 0);
+  // Walks `path` from `at` (0 or an absolute path: the root). follow_last:
+  // resolve a symlink in the last component. keep_last: as the calls that
+  // act on a name (mkdir, rmdir, unlink, rename, link targets), never follow
+  // the last component and leave a trailing slash to the caller to judge.
+  Result<Walk> Resolve(uint64_t at, std::string_view path, bool follow_last, int depth = 0,
+                       bool keep_last = false);
   Result<dir::Entry> LookupIn(uint64_t dir, std::string_view name);
   Result<std::string> ReadlinkIno(uint64_t ino);
   Status LockAndRecheck(meta::LockSet* ls, uint64_t parent, std::string_view name, uint64_t ino);

@@ -23,8 +23,6 @@ using meta::format::Inode;
 namespace {
 constexpr int kMaxSymlinks = 40;
 
-bool IsDot(std::string_view n) { return n == "." || n == ".."; }
-
 uint8_t DtOf(uint64_t mode) {
   switch (mode & S_IFMT) {
     case S_IFDIR: return DT_DIR;
@@ -51,7 +49,8 @@ Result<dir::Entry> FileSystem::LookupIn(uint64_t d, std::string_view name) {
   return cib_->Lookup(in->part, name);
 }
 
-Result<FileSystem::Walk> FileSystem::Resolve(uint64_t at, std::string_view path, bool follow_last, int depth) {
+Result<FileSystem::Walk> FileSystem::Resolve(uint64_t at, std::string_view path, bool follow_last, int depth,
+                                              bool keep_last) {
   if (path.empty()) return Status::Error(ENOENT, "empty path");
   if (path.size() >= PATH_MAX) return Status::Error(ENAMETOOLONG, "path too long");
   uint64_t cur = (path[0] == '/' || at == 0) ? meta::format::kRootIno : at;
@@ -67,7 +66,7 @@ Result<FileSystem::Walk> FileSystem::Resolve(uint64_t at, std::string_view path,
   w.trailing_slash = trailing;
   if (comps.empty()) {
     w.parent = cur;
-    w.name = ".";
+    w.name.assign(1, '.');  // assign(1, c): GCC 12 -Wrestrict misfires on operator=(".")
     w.ino = cur;
     w.type = DT_DIR;
     return w;
@@ -75,7 +74,15 @@ Result<FileSystem::Walk> FileSystem::Resolve(uint64_t at, std::string_view path,
   for (size_t i = 0; i < comps.size(); i++) {
     std::string_view c = comps[i];
     bool last = i + 1 == comps.size();
-    if (c.size() > dir::kMaxName) return Status::Error(ENAMETOOLONG, "name too long");
+    if (c.size() > dir::kMaxName) {
+      // A name-acting call looks its last component up after other checks
+      // (Linux's order), so it gets the verdict in the Walk.
+      if (!(last && keep_last)) return Status::Error(ENAMETOOLONG, "name too long");
+      w.parent = cur;
+      w.name = std::string(c);
+      w.too_long = true;
+      return w;
+    }
     Inode* d = Ino(cur);
     if (d == nullptr || !S_ISDIR(d->mode)) return Status::Error(ENOTDIR, "not a directory");
     uint64_t child;
@@ -100,7 +107,7 @@ Result<FileSystem::Walk> FileSystem::Resolve(uint64_t at, std::string_view path,
       child = e->ino;
       type = e->type;
     }
-    if (type == DT_LNK && (!last || follow_last || trailing)) {
+    if (type == DT_LNK && (!last || follow_last || (trailing && !keep_last))) {
       if (depth >= kMaxSymlinks) return Status::Error(ELOOP, "too many levels of symbolic links");
       auto target = ReadlinkIno(child);
       if (!target.ok()) return target.status();
@@ -111,14 +118,15 @@ Result<FileSystem::Walk> FileSystem::Resolve(uint64_t at, std::string_view path,
         rest += comps[k];
       }
       if (trailing) rest += '/';
-      return Resolve((*target)[0] == '/' ? meta::format::kRootIno : cur, rest, follow_last, depth + 1);
+      return Resolve((*target)[0] == '/' ? meta::format::kRootIno : cur, rest, follow_last, depth + 1,
+                     keep_last);
     }
     if (last) {
       w.parent = cur;
       w.name = std::string(c);
       w.ino = child;
       w.type = type;
-      if (trailing && type != DT_DIR) return Status::Error(ENOTDIR, "not a directory");
+      if (trailing && type != DT_DIR && !keep_last) return Status::Error(ENOTDIR, "not a directory");
       return w;
     }
     if (type != DT_DIR) return Status::Error(ENOTDIR, "not a directory");
@@ -296,9 +304,10 @@ Status FileSystem::CreateNode(const Walk& w, mode_t mode, const std::string* lin
 
 Status FileSystem::Mkdir(std::string_view path, mode_t mode, uint64_t at) {
   for (;;) {
-    auto w = Resolve(at, path, false);
+    auto w = Resolve(at, path, false, 0, true);
     if (!w.ok()) return w.status();
     if (w->ino != 0) return Status::Error(EEXIST, "file exists");
+    if (w->too_long) return Status::Error(ENAMETOOLONG, "name too long");
     Status st = CreateNode(*w, S_IFDIR | (mode & 07777), nullptr, nullptr, false);
     if (st.code() != EAGAIN) return st;
   }
@@ -309,9 +318,10 @@ Status FileSystem::Symlink(std::string_view target, std::string_view path, uint6
   if (target.size() >= PATH_MAX) return Status::Error(ENAMETOOLONG, "symlink target too long");
   std::string t(target);
   for (;;) {
-    auto w = Resolve(at, path, false);
+    auto w = Resolve(at, path, false, 0, true);
     if (!w.ok()) return w.status();
     if (w->ino != 0) return Status::Error(EEXIST, "file exists");
+    if (w->too_long) return Status::Error(ENAMETOOLONG, "name too long");
     if (w->trailing_slash) return Status::Error(ENOENT, "no such directory");
     Status st = CreateNode(*w, S_IFLNK | 0777, &t, nullptr, false);
     if (st.code() != EAGAIN) return st;
@@ -320,10 +330,11 @@ Status FileSystem::Symlink(std::string_view target, std::string_view path, uint6
 
 Status FileSystem::Unlink(std::string_view path, uint64_t at) {
   for (;;) {
-    auto w = Resolve(at, path, false);
+    auto w = Resolve(at, path, false, 0, true);
     if (!w.ok()) return w.status();
-    if (w->ino == 0) return Status::Error(ENOENT, "no such file or directory");
+    if (w->ino == 0) return w->Missing();
     if (w->type == DT_DIR) return Status::Error(EISDIR, "is a directory");
+    if (w->trailing_slash) return Status::Error(ENOTDIR, "not a directory");
     LockSet ls(locks_.get());
     ls.Add(w->parent, true);
     ls.Add(w->ino, true);
@@ -347,10 +358,12 @@ Status FileSystem::Unlink(std::string_view path, uint64_t at) {
 }
 
 Status FileSystem::Rmdir(std::string_view path, uint64_t at) {
+  if (!path.empty() && path.find_first_not_of('/') == std::string_view::npos)
+    return Status::Error(EBUSY, "cannot remove the root");
   for (;;) {
-    auto w = Resolve(at, path, false);
+    auto w = Resolve(at, path, false, 0, true);
     if (!w.ok()) return w.status();
-    if (w->ino == 0) return Status::Error(ENOENT, "no such file or directory");
+    if (w->ino == 0) return w->Missing();
     if (w->name == ".") return Status::Error(EINVAL, "cannot remove '.'");
     if (w->name == "..") return Status::Error(ENOTEMPTY, "cannot remove '..'");
     if (w->type != DT_DIR) return Status::Error(ENOTDIR, "not a directory");
@@ -384,11 +397,12 @@ Status FileSystem::Link(std::string_view from, std::string_view to, bool follow,
     auto s = Resolve(from_at, from, follow);
     if (!s.ok()) return s.status();
     if (s->ino == 0) return Status::Error(ENOENT, "no such file or directory");
-    if (s->type == DT_DIR) return Status::Error(EPERM, "hard link to a directory");
-    auto d = Resolve(to_at, to, false);
+    auto d = Resolve(to_at, to, false, 0, true);
     if (!d.ok()) return d.status();
     if (d->ino != 0) return Status::Error(EEXIST, "file exists");
+    if (d->too_long) return Status::Error(ENAMETOOLONG, "name too long");
     if (d->trailing_slash) return Status::Error(ENOENT, "no such directory");
+    if (s->type == DT_DIR) return Status::Error(EPERM, "hard link to a directory");
     LockSet ls(locks_.get());
     ls.Add(d->parent, true);
     ls.Add(s->ino, true);
@@ -428,19 +442,23 @@ Status FileSystem::Rename(std::string_view from, std::string_view to, unsigned f
     return Status::Error(EINVAL, "RENAME_NOREPLACE with RENAME_EXCHANGE");
   bool exchange = flags & RENAME_EXCHANGE;
   for (;;) {
-    auto s = Resolve(from_at, from, false);
+    auto s = Resolve(from_at, from, false, 0, true);
     if (!s.ok()) return s.status();
-    if (s->ino == 0) return Status::Error(ENOENT, "no such file or directory");
-    auto d = Resolve(to_at, to, false);
+    auto d = Resolve(to_at, to, false, 0, true);
     if (!d.ok()) return d.status();
-    if (IsDot(s->name) || IsDot(d->name)) return Status::Error(s->ino == meta::format::kRootIno ? EBUSY : EINVAL,
-                                                              "cannot rename '.' or '..'");
+    // Linux's order: "." / ".." / the root as a last component, then
+    // existence, then trailing slashes on non-directories.
+    if (IsDot(s->name) || IsDot(d->name)) return Status::Error(EBUSY, "cannot rename '.', '..' or the root");
     if (s->ino == meta::format::kRootIno || d->ino == meta::format::kRootIno)
       return Status::Error(EBUSY, "cannot rename the root");
+    if (s->ino == 0) return s->Missing();
+    if (d->too_long) return d->Missing();
     if (d->ino == 0 && exchange) return Status::Error(ENOENT, "no such file or directory");
     if (d->ino != 0 && (flags & RENAME_NOREPLACE)) return Status::Error(EEXIST, "file exists");
     bool sdir = s->type == DT_DIR;
-    if (d->trailing_slash && !sdir && d->ino == 0) return Status::Error(ENOTDIR, "not a directory");
+    if (!sdir && (s->trailing_slash || (!exchange && d->trailing_slash)))
+      return Status::Error(ENOTDIR, "not a directory");
+    if (exchange && d->type != DT_DIR && d->trailing_slash) return Status::Error(ENOTDIR, "not a directory");
     if (d->name.size() > dir::kMaxName) return Status::Error(ENAMETOOLONG, "name too long");
     bool cross = s->parent != d->parent;
     bool need_rename_lock = cross && (sdir || d->type == DT_DIR);
@@ -471,6 +489,11 @@ Status FileSystem::Rename(std::string_view from, std::string_view to, unsigned f
     Inode* si = Ino(s->ino);
     Inode* di = d->ino ? Ino(d->ino) : nullptr;
     bool ddir = di && S_ISDIR(di->mode);
+    // Ancestry before types, as Linux: a directory may not move below
+    // itself, and a target that is an ancestor of the source is not empty.
+    if (sdir && cross && IsAncestor(s->ino, d->parent)) return Status::Error(EINVAL, "move into its own subtree");
+    if (ddir && cross && IsAncestor(d->ino, s->parent))
+      return Status::Error(exchange ? EINVAL : ENOTEMPTY, exchange ? "move into its own subtree" : "directory not empty");
     if (di && !exchange) {
       if (sdir && !ddir) return Status::Error(ENOTDIR, "not a directory");
       if (!sdir && ddir) return Status::Error(EISDIR, "is a directory");
@@ -480,10 +503,6 @@ Status FileSystem::Rename(std::string_view from, std::string_view to, unsigned f
         if (*n != 0) return Status::Error(ENOTEMPTY, "directory not empty");
       }
     }
-    // A directory may not move below itself.
-    if (sdir && cross && IsAncestor(s->ino, d->parent)) return Status::Error(EINVAL, "move into its own subtree");
-    if (exchange && ddir && cross && IsAncestor(d->ino, s->parent))
-      return Status::Error(EINVAL, "move into its own subtree");
 
     MetaTx tx(&mount_->pool(), &mount_->vm());
     int64_t now = file::NowNs();
@@ -555,6 +574,8 @@ Status ChownFn(uid_t uid, gid_t gid, Inode* in, MetaTx* tx, uint64_t v) {
   return tx->Store64(v + offsetof(Inode, ctime_ns), static_cast<uint64_t>(file::NowNs()));
 }
 Status UtimensFn(const struct timespec* ts, MetaTx* tx, uint64_t v) {
+  // Both UTIME_OMIT: nothing changes, not even ctime (as Linux).
+  if (ts != nullptr && ts[0].tv_nsec == UTIME_OMIT && ts[1].tv_nsec == UTIME_OMIT) return Status::Ok();
   int64_t now = file::NowNs();
   for (int i = 0; i < 2; i++) {
     int64_t t = now;
