@@ -228,13 +228,14 @@ Result<size_t> FileData::Read(const Inode* in, void* buf, size_t n, uint64_t off
   return n;
 }
 
-Result<size_t> FileData::Write(Inode* in, uint64_t in_voff, const void* buf, size_t n, uint64_t off, Mode mode) {
+Result<size_t> FileData::Write(Inode* in, uint64_t in_voff, const void* buf, size_t n, uint64_t off, Mode mode,
+                               bool mapped) {
   if (n == 0) return size_t{0};
   if (off > max_size_ || n > max_size_ - off) return Status::Error(EFBIG, "write past the largest file size");
   uint64_t end = off + n, size = in->size;
   MAPFS_RETURN_IF_ERROR(Grow(in, in_voff, end));
   if (mode == Mode::kStrict && off < size) {
-    MAPFS_RETURN_IF_ERROR(StrictOverwrite(in, in_voff, buf, n, off, std::max(size, end)));
+    MAPFS_RETURN_IF_ERROR(StrictOverwrite(in, in_voff, buf, n, off, mapped, std::max(size, end)));
     return n;
   }
   MAPFS_RETURN_IF_ERROR(Prepare(in, off, n));
@@ -249,7 +250,7 @@ Result<size_t> FileData::Write(Inode* in, uint64_t in_voff, const void* buf, siz
   return n;
 }
 
-Status FileData::StrictOverwrite(Inode* in, uint64_t in_voff, const void* buf, size_t n, uint64_t off,
+Status FileData::StrictOverwrite(Inode* in, uint64_t in_voff, const void* buf, size_t n, uint64_t off, bool mapped,
                                  uint64_t new_size) {
   uint64_t base = PartVoff(in->part);
   MAPFS_RETURN_IF_ERROR(Prepare(in, off, n));
@@ -279,8 +280,10 @@ Status FileData::StrictOverwrite(Inode* in, uint64_t in_voff, const void* buf, s
     tx.Append(meta);
     return pool_->redo().Commit(tx);
   }
-  if (PartLevel(in->part) < 3) {
-    // A small file: write-and-switch the whole partition (at most 256 KiB).
+  if (PartLevel(in->part) < 3 && !mapped) {
+    // A small file: write-and-switch the whole partition (at most 256 KiB),
+    // cheaper than swapping pages inside a shared 2 MiB chunk; not when the
+    // file is mapped, as its address would change under the mapping.
     Patch patch{buf, n, off};
     return MoveByCopy(in, in_voff, PartLevel(in->part), in->size, &patch, new_size);
   }

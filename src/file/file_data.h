@@ -59,8 +59,10 @@ class FileData {
   Result<size_t> Read(const meta::format::Inode* in, void* buf, size_t n, uint64_t off);
   // Writes n bytes at `off`, growing the file. EFBIG beyond max_size(),
   // ENOSPC when the pool is full (the file is then unchanged).
+  // `mapped`: a pointer to the data is out (mapfs_mmap), so a strict write
+  // must keep the bytes at their address (swap pages, never move the file).
   Result<size_t> Write(meta::format::Inode* in, uint64_t in_voff, const void* buf, size_t n, uint64_t off,
-                       Mode mode);
+                       Mode mode, bool mapped = false);
   // Sets the size (up: zeros; down: frees what is no longer needed).
   Status Truncate(meta::format::Inode* in, uint64_t in_voff, uint64_t size, Mode mode);
   // fallocate(2) modes 0, FALLOC_FL_KEEP_SIZE, PUNCH_HOLE|KEEP_SIZE, ZERO_RANGE.
@@ -97,7 +99,7 @@ class FileData {
   Status Prepare(const meta::format::Inode* in, uint64_t off, uint64_t n);
   // Zeroes [from, to) of the file (both inside the partition).
   Status Zero(const meta::format::Inode* in, uint64_t from, uint64_t to);
-  Status StrictOverwrite(meta::format::Inode* in, uint64_t in_voff, const void* buf, size_t n, uint64_t off,
+  Status StrictOverwrite(meta::format::Inode* in, uint64_t in_voff, const void* buf, size_t n, uint64_t off, bool mapped,
                          uint64_t new_size);
   void PublishSize(meta::format::Inode* in, uint64_t size, Mode mode, bool data_fenced);
 

@@ -154,7 +154,8 @@ Result<size_t> FileSystem::Write(OpenFile& f, const void* buf, size_t n, int64_t
   Inode* in = Ino(f.ino);
   // As Linux: O_APPEND appends even for pwrite.
   uint64_t at = (f.flags & O_APPEND) ? in->size : off < 0 ? f.offset : static_cast<uint64_t>(off);
-  auto r = data_->Write(in, inodes_->VoffOf(f.ino), buf, n, at, mode >= 0 ? static_cast<file::Mode>(mode) : f.mode);
+  auto r = data_->Write(in, inodes_->VoffOf(f.ino), buf, n, at, mode >= 0 ? static_cast<file::Mode>(mode) : f.mode,
+                        shared_->mapped[f.ino].load(std::memory_order_relaxed) != 0);
   if (r.ok() && off < 0) f.offset = at + *r;
   return r;
 }
@@ -287,6 +288,7 @@ Result<char*> FileSystem::Map(OpenFile& f, uint64_t* cap) {
   if (size > 0 && data_->Capacity(in) < size)
     MAPFS_RETURN_IF_ERROR(data_->Fallocate(in, inodes_->VoffOf(f.ino), FALLOC_FL_KEEP_SIZE, 0, size, f.mode));
   f.mapped = true;
+  shared_->mapped[f.ino].store(1);
   *cap = data_->Capacity(in);
   char* p = data_->Pointer(in);
   if (p == nullptr) return Status::Error(ENODATA, "empty file has no data to map");

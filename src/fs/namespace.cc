@@ -207,6 +207,7 @@ Status FileSystem::DropLink(uint64_t ino, int64_t now, MetaTx* tx, bool* free_af
 }
 
 void FileSystem::FreeInode(uint64_t ino, uint64_t part, mode_t mode, uint64_t flags) {
+  shared_->mapped[ino].store(0);
   // The transaction that cleared the mode committed: a crash from here on
   // leaves only leaks, which recovery collects.
   if (part != 0) {

@@ -30,6 +30,10 @@ struct FsShared {
   // Open descriptions per inode across every process (unlink of an open
   // file keeps the inode until this drops to zero).
   std::atomic<uint32_t> open_count[format::kMaxInodes];
+  // 1 once a pointer to the inode's data was handed out (mapfs_mmap) in any
+  // process, until the inode is freed: strict writes then keep the data at
+  // its address.
+  std::atomic<uint8_t> mapped[format::kMaxInodes];
 };
 static_assert(sizeof(FsShared) <= medium::kFsSharedBytes);
 

@@ -785,6 +785,36 @@ TEST_P(FilePageTest, MmapPointerAndWriteSeeEachOther) {
   }
 }
 
+// An atomic (strict) write to a mapped file lands at the mapped address:
+// small writes go through the redo log in place, large ones swap pages under
+// the mapping; a small file is never moved to a new partition while mapped.
+TEST_P(FilePageTest, AtomicWriteToMappedFileStaysVisibleThroughTheMapping) {
+  struct Case {
+    uint64_t file, off, len;
+  };
+  for (Case c : {Case{10000, 100, 4000}, Case{200 * kKiB, 1000, 190 * kKiB}, Case{256 * kKiB, 0, 256 * kKiB},
+                 Case{3 * kMiB, 5000, 1 * kMiB + 3}, Case{3 * kMiB, 2 * kMiB - 7, 200 * kKiB}}) {
+    std::string path = "/am" + std::to_string(c.file) + "_" + std::to_string(c.len);
+    ASSERT_FD(fd, mapfs_open(fs_, path.c_str(), O_CREAT | O_RDWR, 0644));
+    std::string d = Pattern(c.file, 0, c.file);
+    ASSERT_EQ(mapfs_write(fs_, fd, d.data(), c.file), static_cast<ssize_t>(c.file));
+    size_t cap = 0;
+    char* p = static_cast<char*>(mapfs_mmap(fs_, fd, &cap));
+    ASSERT_NE(p, nullptr) << mapfs_last_error();
+    std::string w = Pattern(c.len, 7, c.len);
+    ASSERT_EQ(mapfs_pwrite_atomic(fs_, fd, w.data(), c.len, static_cast<off_t>(c.off)), static_cast<ssize_t>(c.len))
+        << mapfs_last_error();
+    d.replace(c.off, c.len, w);
+    EXPECT_EQ(FirstDiff(p, d.data(), c.file), "") << "file " << c.file << " write " << c.len << " at " << c.off;
+    // And stores through the pointer after the swap reach read().
+    std::memcpy(p + c.off, "ptr", 3);
+    char b[3];
+    ASSERT_EQ(mapfs_pread(fs_, fd, b, 3, static_cast<off_t>(c.off)), 3);
+    EXPECT_EQ(std::string(b, 3), "ptr");
+    EXPECT_OK(mapfs_close(fs_, fd));
+  }
+}
+
 TEST_F(FileTest, MmapOfDirectoryIsEisdir) {
   ASSERT_OK(mapfs_mkdir(fs_, "/d", 0755));
   ASSERT_FD(fd, mapfs_open(fs_, "/d", O_RDONLY | O_DIRECTORY));
