@@ -12,6 +12,7 @@
 #include "mapfs/mapfs.h"
 #include "medium/persist.h"
 #include "mount/mount.h"
+#include "fs_ops.h"
 #include "pswap_bench.h"
 
 namespace mapfs::cli {
@@ -196,19 +197,55 @@ int Fsck(const std::vector<std::string>& args) {
 }
 
 int Bench(const std::vector<std::string>& args) {
-  Parsed p = Parse(args, {"--json", "--repeat", "--pool", "--max-pages"}, {"--quick"});
-  if (!p.error.empty() || p.pos.size() != 1 || p.pos[0] != "pswap") {
-    std::fprintf(stderr, "usage: mapfs bench pswap [--json FILE] [--quick] [--repeat N] [--pool PATH] [--max-pages N]%s%s\n",
-                 p.error.empty() ? "" : "\nmapfs bench: ", p.error.c_str());
+  Parsed p = Parse(args, {"--json", "--repeat", "--pool", "--max-pages", "--size", "--ops", "--mode", "--dir"},
+                   {"--quick"});
+  const char* usage =
+      "usage: mapfs bench SUITE [--quick] [--json FILE] [--repeat N]\n"
+      "  pswap  [--max-pages N] [--pool PATH]\n"
+      "  micro  [--size BYTES] [--mode posix,sync,strict] [--dir DIR]\n"
+      "  meta   [--ops FILES] [--dir DIR]\n";
+  std::string suite = p.pos.size() == 1 ? p.pos[0] : "";
+  if (!p.error.empty() || (suite != "pswap" && suite != "micro" && suite != "meta")) {
+    std::fprintf(stderr, "%s%s%s", usage, p.error.empty() ? "" : "mapfs bench: ", p.error.c_str());
     return 2;
   }
-  bench::PswapBenchOptions o;
-  o.pool = p.Has("--pool") ? *p.Get("--pool") : "/dev/shm/mapfs-bench-" + std::to_string(::getpid()) + ".pool";
+  int repeat = 0;
+  if (p.Has("--repeat")) {
+    auto r = ParseCount(*p.Get("--repeat"));
+    if (!r || *r == 0 || *r > 1000) return std::fprintf(stderr, "mapfs bench: bad --repeat\n"), 2;
+    repeat = static_cast<int>(*r);
+  }
+  if (suite == "pswap") {
+    bench::PswapBenchOptions o;
+    o.pool = p.Has("--pool") ? *p.Get("--pool") : "/dev/shm/mapfs-bench-" + std::to_string(::getpid()) + ".pool";
+    if (p.Has("--json")) o.json = *p.Get("--json");
+    o.quick = p.Has("--quick");
+    o.repeat = repeat;
+    if (p.Has("--max-pages")) {
+      auto n = ParseCount(*p.Get("--max-pages"));
+      if (!n || *n == 0) return std::fprintf(stderr, "mapfs bench: bad --max-pages\n"), 2;
+      o.max_pages = *n;
+    }
+    return bench::RunPswapBench(o);
+  }
+  bench::FsBenchOptions o;
+  o.suite = suite;
+  o.dir = p.Has("--dir") ? *p.Get("--dir") : "/dev/shm";
   if (p.Has("--json")) o.json = *p.Get("--json");
+  if (p.Has("--mode")) o.modes = *p.Get("--mode");
   o.quick = p.Has("--quick");
-  if (p.Has("--repeat")) o.repeat = std::atoi(p.Get("--repeat")->c_str());
-  if (p.Has("--max-pages")) o.max_pages = std::strtoull(p.Get("--max-pages")->c_str(), nullptr, 10);
-  return bench::RunPswapBench(o);
+  o.repeat = repeat;
+  if (p.Has("--size")) {
+    auto n = ParseSize(*p.Get("--size"));
+    if (!n.ok() || *n < 40960) return std::fprintf(stderr, "mapfs bench: --size must be at least 40K\n"), 2;
+    o.size = *n;
+  }
+  if (p.Has("--ops")) {
+    auto n = ParseCount(*p.Get("--ops"));
+    if (!n || *n == 0) return std::fprintf(stderr, "mapfs bench: bad --ops\n"), 2;
+    o.ops = *n;
+  }
+  return bench::RunFsBench(o);
 }
 
 int Version(const std::vector<std::string>&) {

@@ -29,8 +29,8 @@ void Usage(FILE* f) {
                "  stat [-L] POOL PATH...          every stat field (-L: follow symlinks)\n"
                "  df POOL                         space and inodes used and free\n"
                "\n"
-               "  bench pswap [--json FILE] [--quick] [--repeat N] [--pool PATH]\n"
-               "                        pswap against copying (ctFS Fig. 6)\n"
+               "  bench pswap|micro|meta [--quick] [--json FILE] [--repeat N] [--size S] [--ops N] [--mode M]\n"
+               "                        benchmarks against tmpfs and the floor (BENCHMARKS.md)\n"
                "  version               library and format version\n");
 }
 

@@ -69,4 +69,14 @@ int UsageError(const char* verb, const char* usage, const std::string& error) {
   return 2;
 }
 
+std::optional<uint64_t> ParseCount(const std::string& s) {
+  if (s.empty() || s.size() > 19) return std::nullopt;
+  uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  return v;
+}
+
 }  // namespace mapfs::cli

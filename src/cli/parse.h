@@ -1,6 +1,8 @@
 // Command-line parsing shared by the CLI verbs.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,6 +32,9 @@ struct Parsed {
 // the options: everything after it is positional.
 Parsed Parse(const std::vector<std::string>& args, const std::vector<std::string>& with_value,
              const std::vector<std::string>& switches, const std::string& short_switches = "");
+
+// A decimal count ("12"); nullopt for anything else (signs, junk, overflow).
+std::optional<uint64_t> ParseCount(const std::string& s);
 
 // Prints "mapfs VERB: MESSAGE (strerror)" to stderr; returns exit code 1.
 int Fail(const char* verb, const Status& st);

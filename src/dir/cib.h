@@ -1,5 +1,5 @@
 // Cib: CIB directories (content-indexed browsing), see src/dir/README.md and
-// docs/FORMAT-dir.md for the layout.
+// docs/FORMAT.md ("Directories") for the layout.
 //
 // A directory is its own index: fixed-size entries keyed by a 64-bit name
 // hash, kept in blocks that each hold one hash range, blocks linked in range
@@ -100,7 +100,7 @@ class Cib {
   // damage, reports what it could reach and returns EUCLEAN.
   Status ForEachPartition(uint64_t root, const std::function<void(uint64_t voff)>& fn);
 
-  // fsck: verifies every invariant (see docs/FORMAT-dir.md) and reports the
+  // fsck: verifies every invariant (docs/FORMAT.md, "Directories") and reports the
   // first problem with its virtual offset (EUCLEAN). Appends every entry to
   // `entries` when given.
   Status Check(uint64_t root, std::vector<std::pair<std::string, Entry>>* entries = nullptr);

@@ -1,4 +1,4 @@
-// fsck for one CIB directory: every invariant of docs/FORMAT-dir.md,
+// fsck for one CIB directory: every invariant of docs/FORMAT.md ("Directories"),
 // checked from the structures alone, first problem reported with its
 // virtual offset.
 #include <string>

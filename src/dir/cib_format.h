@@ -1,5 +1,5 @@
 // On-media format of a CIB directory (dir layer). Documented in
-// docs/FORMAT-dir.md.
+// docs/FORMAT.md ("Directories").
 //
 // A directory is a set of L0 partitions (4 KiB each), all addressed by
 // virtual offset:
