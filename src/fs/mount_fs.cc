@@ -217,6 +217,32 @@ FsCheckReport FileSystem::Repair() {
   Status st = inodes_->Reconcile(&orphans, &fixed);
   if (!st.ok()) r.problems.push_back(st.message());
   if (fixed) r.repairs.push_back("fixed " + std::to_string(fixed) + " inode bitmap bits");
+  // Entries that name a free inode (or none) are removed.
+  struct Dangling {
+    uint64_t dir;
+    std::string name;
+    uint64_t ino;
+  };
+  std::vector<Dangling> dangling;
+  inodes_->ForEach([&](uint64_t ino, Inode* in) {
+    if (in->mode == 0 || !S_ISDIR(in->mode)) return;
+    (void)cib_->List(in->part, 2, [&](uint64_t, std::string_view name, dir::Entry e) {
+      Inode* c = inodes_->Get(e.ino);
+      if (c == nullptr || c->mode == 0) dangling.push_back({ino, std::string(name), e.ino});
+      return true;
+    });
+  });
+  for (auto& d : dangling) {
+    MetaTx tx(&mount_->pool(), &mount_->vm());
+    std::string what = "inode " + std::to_string(d.dir) + ": entry '" + d.name + "' named free inode " +
+                       std::to_string(d.ino);
+    Status s = cib_->Remove(Ino(d.dir)->part, d.name, &tx);
+    if (s.ok()) s = tx.Commit();
+    if (s.ok())
+      r.repairs.push_back(what + ", removed");
+    else
+      r.problems.push_back(what + ", not removed: " + s.message());
+  }
   // Link counts from the directories; inodes no directory names are freed.
   std::map<uint64_t, uint64_t> links, subdirs;
   inodes_->ForEach([&](uint64_t ino, Inode* in) {

@@ -46,7 +46,16 @@ Result<dir::Entry> FileSystem::LookupIn(uint64_t d, std::string_view name) {
   Inode* in = Ino(d);
   if (in == nullptr || in->mode == 0 || in->nlink == 0) return Status::Error(ENOENT, "directory was removed");
   if (!S_ISDIR(in->mode)) return Status::Error(ENOTDIR, "not a directory");
-  return cib_->Lookup(in->part, name);
+  auto e = cib_->Lookup(in->part, name);
+  if (!e.ok()) return e;
+  // Under the directory's lock an entry never names a free inode (the
+  // transaction that frees one removes its last entry): only damage does,
+  // and every caller would retry forever waiting for it to go away.
+  Inode* c = Ino(e->ino);
+  if (c == nullptr || medium::Load64(&c->mode) == 0)
+    return Status::Error(EUCLEAN, "entry '" + std::string(name) + "' of directory inode " + std::to_string(d) +
+                                      " names free inode " + std::to_string(e->ino) + " (run fsck --repair)");
+  return e;
 }
 
 Result<FileSystem::Walk> FileSystem::Resolve(uint64_t at, std::string_view path, bool follow_last, int depth,
@@ -455,7 +464,25 @@ Status FileSystem::Rename(std::string_view from, std::string_view to, unsigned f
     if (s->ino == 0) return s->Missing();
     if (d->too_long) return d->Missing();
     if (d->ino == 0 && exchange) return Status::Error(ENOENT, "no such file or directory");
-    if (d->ino != 0 && (flags & RENAME_NOREPLACE)) return Status::Error(EEXIST, "file exists");
+    if (d->ino != 0 && (flags & RENAME_NOREPLACE)) {
+      // The two names were looked up one after the other without locks: a
+      // rename in between may have moved the source onto the target. EEXIST
+      // only if both still name what they did, under the parents' locks
+      // (as Linux, which looks both up under them: ENOENT or success).
+      LockSet ls(locks_.get());
+      ls.Add(s->parent, true);
+      ls.Add(d->parent, true);
+      Status st = LockAndRecheck(&ls, s->parent, s->name, s->ino);
+      if (st.ok()) {
+        Inode* dp = Ino(d->parent);
+        auto e = dp && dp->mode != 0 && dp->nlink != 0 ? cib_->Lookup(dp->part, d->name)
+                                                       : Result<dir::Entry>(Status::Error(ENOENT, "gone"));
+        if (!e.ok() || e->ino != d->ino) st = Status::Error(EAGAIN, "changed");
+      }
+      if (st.code() == EAGAIN) continue;
+      if (!st.ok()) return st;
+      return Status::Error(EEXIST, "file exists");
+    }
     bool sdir = s->type == DT_DIR;
     if (!sdir && (s->trailing_slash || (!exchange && d->trailing_slash)))
       return Status::Error(ENOTDIR, "not a directory");
