@@ -2,6 +2,8 @@
 # Installs what building and testing mapfs needs (Debian 12 packages).
 set -euo pipefail
 pkgs="cmake ninja-build g++ libgtest-dev"
+# The preload tests run real programs under `mapfs run` (tests/preload).
+pkgs="$pkgs python3 sqlite3 git rsync tar gzip diffutils libleveldb-dev"
 missing=""
 for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
