@@ -349,8 +349,12 @@ Status FileData::Truncate(Inode* in, uint64_t in_voff, uint64_t size, Mode mode)
   medium::Store64(&in->size, size);
   medium::Persist(&in->size, 8);
   if (PartLevel(w) >= 3) {
-    // Whole pages past the end go back to the pool.
-    uint64_t from = AlignUp(size, kPageSize), to = AlignUp(old, kPageSize);
+    // Whole pages past the end go back to the pool. Only the partition's
+    // own pages: the old size may lie past the partition (truncate up
+    // allocates nothing), and the range beyond it belongs to neighbours —
+    // other files, or the header page of a Partitioned sibling.
+    uint64_t cap = PartBytes(PartLevel(w));
+    uint64_t from = AlignUp(size, kPageSize), to = std::min(AlignUp(old, kPageSize), cap);
     if (to > from) MAPFS_RETURN_IF_ERROR(vm_->Unmap(PartVoff(w) + from, to - from));
   }
   return Status::Ok();

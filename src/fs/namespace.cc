@@ -61,7 +61,10 @@ Result<dir::Entry> FileSystem::LookupIn(uint64_t d, std::string_view name) {
 Result<FileSystem::Walk> FileSystem::Resolve(uint64_t at, std::string_view path, bool follow_last, int depth,
                                               bool keep_last) {
   if (path.empty()) return Status::Error(ENOENT, "empty path");
-  if (path.size() >= PATH_MAX) return Status::Error(ENAMETOOLONG, "path too long");
+  // Only the caller's path is limited: a symlink's target spliced into the
+  // rest of the path may grow past PATH_MAX (a link to itself plus more
+  // names), and Linux then says ELOOP after kMaxSymlinks, not ENAMETOOLONG.
+  if (depth == 0 && path.size() >= PATH_MAX) return Status::Error(ENAMETOOLONG, "path too long");
   uint64_t cur = (path[0] == '/' || at == 0) ? meta::format::kRootIno : at;
   std::vector<std::string_view> comps;
   for (size_t i = 0; i < path.size();) {
@@ -458,7 +461,12 @@ Status FileSystem::Rename(std::string_view from, std::string_view to, unsigned f
     if (!d.ok()) return d.status();
     // Linux's order: "." / ".." / the root as a last component, then
     // existence, then trailing slashes on non-directories.
-    if (IsDot(s->name) || IsDot(d->name)) return Status::Error(EBUSY, "cannot rename '.', '..' or the root");
+    // RENAME_NOREPLACE turns a target of "." / ".." / the root into EEXIST
+    // (it names something that exists); the source's EBUSY comes first.
+    if (IsDot(s->name)) return Status::Error(EBUSY, "cannot rename '.', '..' or the root");
+    if (IsDot(d->name))
+      return (flags & RENAME_NOREPLACE) ? Status::Error(EEXIST, "file exists")
+                                        : Status::Error(EBUSY, "cannot rename onto '.', '..' or the root");
     if (s->ino == meta::format::kRootIno || d->ino == meta::format::kRootIno)
       return Status::Error(EBUSY, "cannot rename the root");
     if (s->ino == 0) return s->Missing();
