@@ -85,6 +85,27 @@ class FileSystem {
   Result<std::shared_ptr<OpenFile>> Open(std::string_view path, int flags, mode_t mode, uint64_t at = 0);
   Status Close(OpenFile& f);  // the last descriptor of `f` went away
 
+  // Across fork and exec (the LD_PRELOAD shim; fs/inherit.cc).
+  //
+  // In the child of fork(), first thing (a pthread_atfork child handler;
+  // only the calling thread exists): this copy becomes a mount of its own —
+  // a new open file description of the pool with its own locks, a new
+  // mount slot and token — and leaves every claim of the parent's mount
+  // (redo slots, lock holds) to the parent. Mappings are kept. On error the
+  // copy is abandoned (unmounted here only) and must not be used.
+  Status AfterFork();
+  // One more process holds the open description `f` (the child calls it for
+  // each one it inherits): the inode's open count across processes grows
+  // by one, so each process closes its own copy. (The OpenFile objects are
+  // the caller's: a pos_mu another thread of the parent held at the fork
+  // stays locked in the child's copy.)
+  void RetainOpen(const OpenFile& f);
+  // An open description of inode `ino` inherited across execve, opened with
+  // `flags` (no O_TRUNC/O_CREAT effect). counted: the open count already
+  // includes this description (the old image's count is taken over).
+  // ESTALE when the inode is no longer live.
+  Result<std::shared_ptr<OpenFile>> Adopt(uint64_t ino, int flags, bool counted);
+
   Result<size_t> Read(OpenFile& f, void* buf, size_t n, int64_t off = -1);
   // mode >= 0 overrides the open's consistency mode for this call.
   Result<size_t> Write(OpenFile& f, const void* buf, size_t n, int64_t off = -1, int mode = -1);

@@ -27,6 +27,8 @@ Result<std::unique_ptr<FileSystem>> FileSystem::Mount(const std::string& pool, c
   MountOptions mo;
   mo.vm = opt.vm;
   mo.defer_finish = true;
+  // A dead mount's slot may be reused once its lock holds are cleared.
+  mo.pool.scrub_slot = &meta::InodeLocks::ScrubSlot;
   auto m = mapfs::Mount::Open(pool, mo);
   if (!m.ok()) return m.status();
   fs->mount_ = std::move(*m);

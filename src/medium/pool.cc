@@ -292,8 +292,9 @@ Status Pool::ValidateHeader(const format::PoolHeader& h, uint64_t file_size) {
 
 // ---------------------------------------------------------------- open
 
-Result<std::unique_ptr<Pool>> Pool::Open(const std::string& path) {
+Result<std::unique_ptr<Pool>> Pool::Open(const std::string& path, const OpenOptions& opt) {
   std::unique_ptr<Pool> p(new Pool());
+  p->opt_ = opt;
   Status st = p->OpenImpl(path);
   if (!st.ok()) {
     p->Unmap();
@@ -352,17 +353,7 @@ Status Pool::OpenImpl(const std::string& path) {
 
   MAPFS_RETURN_IF_ERROR(MapShared());
 
-  // Register this mount.
-  token_ = shared_->next_token.fetch_add(1) + 1;
-  for (int i = 0; i < kMaxMounts; i++) {
-    uint64_t expect = 0;
-    if (shared_->mounts[i].token.compare_exchange_strong(expect, token_)) {
-      shared_->mounts[i].pid.store(::getpid());
-      mount_slot_ = i;
-      break;
-    }
-  }
-  if (mount_slot_ < 0) return Status::Error(EMFILE, path + ": too many mounts of one pool");
+  MAPFS_RETURN_IF_ERROR(RegisterMount());
 
   if (exclusive_) {
     replayed_ = redo_.RecoverAll();
@@ -392,6 +383,8 @@ Status Pool::MapShared() {
     ::close(sfd);
     return st;
   }
+  struct stat sst {};
+  if (::fstat(sfd, &sst) == 0) shm_ino_ = sst.st_ino;
   void* m = ::mmap(nullptr, sizeof(SharedState), PROT_READ | PROT_WRITE, MAP_SHARED, sfd, 0);
   ::close(sfd);
   if (m == MAP_FAILED) return Status::FromErrno("mmap " + shm_name_);
@@ -414,6 +407,133 @@ Status Pool::MapShared() {
   return Status::Ok();
 }
 
+// ---------------------------------------------------------------- mount identity
+
+bool Pool::TakeLiveLock(int slot) {
+  return OfdLock(fd_, static_cast<off_t>(kLiveByte + static_cast<uint64_t>(slot)), F_WRLCK, false) == 0;
+}
+
+void Pool::DropLiveLock(int slot) {
+  OfdLock(fd_, static_cast<off_t>(kLiveByte + static_cast<uint64_t>(slot)), F_UNLCK, false);
+}
+
+bool Pool::MountAlive(int slot) const {
+  // Our own lock never conflicts with our own open file description.
+  if (slot == mount_slot_) return true;
+  if (slot < 0 || slot >= kMaxMounts || fd_ < 0) return true;
+  struct flock fl {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = static_cast<off_t>(kLiveByte + static_cast<uint64_t>(slot));
+  fl.l_len = 1;
+  if (::fcntl(fd_, F_OFD_GETLK, &fl) != 0) return true;
+  return fl.l_type != F_UNLCK;
+}
+
+Status Pool::RegisterMount() {
+  token_ = shared_->next_token.fetch_add(1) + 1;
+  const int64_t pid = ::getpid();
+  owner_pid_ = static_cast<pid_t>(pid);
+  // A free slot. The liveness lock comes first, so an entry never names a
+  // mount that does not hold it: whoever finds the lock free may treat the
+  // entry's mount as dead.
+  for (int i = 0; i < kMaxMounts; i++) {
+    MountEntry& e = shared_->mounts[i];
+    if (e.token.load() != 0) continue;
+    if (!TakeLiveLock(i)) continue;  // a mount is closing there, or another opener took it
+    if (opt_.scrub_slot != nullptr) opt_.scrub_slot(this, i);
+    uint64_t expect = 0;
+    if (e.token.compare_exchange_strong(expect, token_)) {
+      e.pid.store(pid);
+      mount_slot_ = i;
+      return Status::Ok();
+    }
+    DropLiveLock(i);
+  }
+  if (opt_.scrub_slot == nullptr) return Status::Error(EMFILE, path_ + ": too many mounts of one pool");
+  // Every entry is taken: reuse the slot of a mount that died or exec'd
+  // without closing. Under the recovery lock, so that no reaper (which
+  // takes it too) releases the dead mount's locks after they became ours.
+  PoolLock lock(this, LockId::kRecovery);
+  for (int i = 0; i < kMaxMounts; i++) {
+    MountEntry& e = shared_->mounts[i];
+    if (!TakeLiveLock(i)) continue;  // alive
+    uint64_t dead = e.token.load();
+    if (dead != 0) {
+      // What it committed is made whole before its identity goes (its
+      // redo slots name its token; holding its liveness lock, we see it
+      // dead), and the pool stays dirty: it may have leaked space or left
+      // an orphan that only an exclusive open's recovery collects.
+      redo_.RecoverDeadLocked();
+      shared_->vanished.fetch_add(1);
+      MAPFS_LOG("%s: reusing mount slot %d of a vanished mount (pid %lld)", path_.c_str(), i,
+                static_cast<long long>(e.pid.load()));
+    }
+    opt_.scrub_slot(this, i);
+    e.token.store(token_);
+    e.pid.store(pid);
+    mount_slot_ = i;
+    return Status::Ok();
+  }
+  return Status::Error(EMFILE, path_ + ": too many mounts of one pool");
+}
+
+Status Pool::AfterFork() {
+  // Whatever happens next, this copy no longer speaks for the parent's
+  // mount: the parent keeps its slot, token, redo slots and locks.
+  mount_slot_ = -1;
+  token_ = 0;
+  if (closed_ || base_ == nullptr || fd_ < 0) return Status::Ok();
+  const int inherited = fd_;
+  auto fail = [&](Status st) {
+    // Unusable: Close must not touch the shared state, and the parent's
+    // open file description must not stay alive in this process.
+    closed_ = true;
+    if (fd_ != inherited && fd_ >= 0) ::close(fd_);
+    ::close(inherited);
+    fd_ = -1;
+    return st;
+  };
+  // A new open file description of the same file (the path may have been
+  // renamed or replaced since the mount).
+  char proc[64];
+  std::snprintf(proc, sizeof proc, "/proc/self/fd/%d", inherited);
+  int fd = ::open(proc, O_RDWR | O_CLOEXEC);
+  if (fd < 0) fd = ::open(path_.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return fail(Status::FromErrno("cannot reopen pool " + path_));
+  fd_ = fd;
+  struct stat a {}, b {};
+  if (::fstat(inherited, &a) != 0 || ::fstat(fd, &b) != 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino)
+    return fail(Status::Error(ESTALE, path_ + ": the pool file was replaced"));
+  // A read lock on byte 0 as every mount holds, taken while the inherited
+  // description still holds one, so the pool never looks closed in between.
+  // Never waited for: the only description that can hold byte 0 (or the
+  // open lock, byte 1) against us now is the inherited one, which is ours
+  // too and would never let go. It holds byte 0 write-locked only when the
+  // parent unmounted as the last mount after the fork (it saw no other
+  // description) and retired the shared state: this copy cannot go on.
+  // Nor does it need the open lock: no opener can be alone (exclusive)
+  // while the inherited description holds its read lock.
+  Status gone = Status::Error(ESTALE, path_ + ": the pool was unmounted while forking");
+  if (OfdLock(fd_, 0, F_RDLCK, false) != 0)
+    return fail(errno == EAGAIN || errno == EACCES ? gone : Status::FromErrno("lock pool " + path_));
+  struct stat sst {};
+  int sfd = ::shm_open(shm_name_.c_str(), O_RDONLY | O_CLOEXEC, 0);
+  bool same = sfd >= 0 && ::fstat(sfd, &sst) == 0 && sst.st_ino == shm_ino_;
+  if (sfd >= 0) ::close(sfd);
+  if (!same) return fail(gone);
+  exclusive_ = false;
+  needs_recovery_ = false;
+  replayed_ = 0;
+  open_lock_held_ = false;
+  Status st = RegisterMount();
+  if (!st.ok()) return fail(st);
+  // Drops nothing of the parent's: OFD locks go only with the last
+  // descriptor of their description, and the parent still has it.
+  ::close(inherited);
+  return Status::Ok();
+}
+
 void Pool::FinishOpen() {
   if (open_lock_held_) {
     OfdLock(fd_, 1, F_UNLCK, false);
@@ -427,6 +547,13 @@ void Pool::FinishOpen() {
 Status Pool::Close() {
   if (closed_ || base_ == nullptr) return Status::Ok();
   closed_ = true;
+  if (owner_pid_ != ::getpid()) {
+    // A copy inherited by fork() that never took a mount of its own
+    // (AfterFork): the mount and the open file description are the
+    // parent's, so drop only this process's mappings and descriptor.
+    Unmap();
+    return Status::Ok();
+  }
   if (!open_lock_held_ && OfdLock(fd_, 1, F_WRLCK, true) != 0) return Status::FromErrno("lock pool " + path_);
   open_lock_held_ = true;
   if (mount_slot_ >= 0) {
@@ -436,7 +563,7 @@ Status Pool::Close() {
   if (OfdLock(fd_, 0, F_WRLCK, false) == 0) {
     // Last one out. A mount still registered vanished without closing: leave
     // the pool dirty so the next opener runs recovery.
-    bool stale = false;
+    bool stale = shared_->vanished.load() != 0;
     for (auto& e : shared_->mounts) stale |= e.token.load() != 0;
     if (!stale) {
       Store64(&state()->dirty, 0);
@@ -444,13 +571,18 @@ Status Pool::Close() {
     }
     ::shm_unlink(shm_name_.c_str());
   }
-  if (::fsync(fd_) != 0 && errno != EINVAL && errno != EROFS) {
-    Status st = Status::FromErrno("fsync " + path_);
-    Unmap();
-    return st;
-  }
+  Status st;
+  if (::fsync(fd_) != 0 && errno != EINVAL && errno != EROFS) st = Status::FromErrno("fsync " + path_);
+  // Closing the fd would drop our locks, but only if no child of fork()
+  // still shares the description (one that has not called AfterFork yet,
+  // or never will): it would keep others out of byte 1, or the pool looking
+  // open, for as long as it lives.
+  struct flock all {};
+  all.l_type = F_UNLCK;
+  all.l_whence = SEEK_SET;
+  ::fcntl(fd_, F_OFD_SETLK, &all);
   Unmap();
-  return Status::Ok();
+  return st;
 }
 
 void Pool::Abandon() {

@@ -9,7 +9,17 @@
 // shared-memory segment and, if the pool was not closed cleanly (dirty flag),
 // runs recovery before anyone else gets in. The last mount to close clears
 // the dirty flag unless a mount vanished without closing.
+//
+// Mount identity: each mount registers a slot in SharedState::mounts with a
+// unique token, and holds an OFD write lock on byte kLiveByte + slot for as
+// long as it is alive (MountAlive). The pool fd is O_CLOEXEC, so a mount
+// dies with its process or with its process image (execve); a child of
+// fork() takes an identity of its own (AfterFork). The slot of a dead mount
+// is reused when a new mount needs one, after its committed redo records
+// are replayed.
 #pragma once
+
+#include <sys/types.h>
 
 #include <cstdint>
 #include <memory>
@@ -31,13 +41,24 @@ struct CreateOptions {
   uint32_t redo_slot_size = 128 * 1024;
 };
 
+class Pool;
+
+struct OpenOptions {
+  // Clears what the layers above keep per mount slot (the meta layer's lock
+  // holds) before a slot is (re)used; called under the kRecovery lock when
+  // the slot belonged to a dead mount. Without it, only slots never used or
+  // freed by a clean close are taken: a dead mount's leftovers could
+  // otherwise pass for the new mount's.
+  void (*scrub_slot)(Pool* pool, int slot) = nullptr;
+};
+
 class Pool {
  public:
   // Formats `path` (created if missing; an existing file is overwritten).
   static Status Create(const std::string& path, const CreateOptions& opt);
   // Opens an existing pool. On success the caller must run the layers'
   // recovery if needs_recovery() and then call FinishOpen().
-  static Result<std::unique_ptr<Pool>> Open(const std::string& path);
+  static Result<std::unique_ptr<Pool>> Open(const std::string& path, const OpenOptions& opt = {});
   // Checks a header image; used by Open and by tests on damaged images.
   static Status ValidateHeader(const format::PoolHeader& h, uint64_t file_size);
 
@@ -52,6 +73,17 @@ class Pool {
   // Drops the mapping without any clean-close bookkeeping, as if the process
   // had died here (tests of recovery).
   void Abandon();
+  // In the child of fork(), before anything else uses the pool: gives this
+  // copy its own mount (a new open file description of the pool file with
+  // its own read lock on byte 0 and liveness lock, a new slot and token) and
+  // drops the parent's, which stays the parent's. The mappings are kept.
+  // Only the calling thread may exist (pthread_atfork child handler). On
+  // error the copy is unusable and must only be abandoned.
+  Status AfterFork();
+  // True while the mount in `slot` is alive: it holds its liveness lock.
+  // A mount that cannot be checked counts as alive (never steal a live
+  // mount's locks).
+  bool MountAlive(int slot) const;
 
   char* base() const { return base_; }
   uint64_t size() const { return header().pool_size; }
@@ -86,6 +118,11 @@ class Pool {
  private:
   Pool() : redo_(this) {}
   Status OpenImpl(const std::string& path);
+  // Takes a slot in SharedState::mounts for this mount (fd_ must be open):
+  // a free one, or else a dead mount's.
+  Status RegisterMount();
+  bool TakeLiveLock(int slot);
+  void DropLiveLock(int slot);
   Status MapShared();
   void Unmap();
 
@@ -95,6 +132,7 @@ class Pool {
   uint64_t mapped_ = 0;
   SharedState* shared_ = nullptr;
   std::string shm_name_;
+  ino_t shm_ino_ = 0;  // identifies the segment we mapped (AfterFork)
   bool map_sync_ = false;
   bool huge_pages_ = false;
   const char* fs_kind_ = "file";
@@ -105,7 +143,9 @@ class Pool {
   int replayed_ = 0;
   int mount_slot_ = -1;
   uint64_t token_ = 0;
+  pid_t owner_pid_ = -1;  // process that registered the mount
   int map_flags_ = 0;
+  OpenOptions opt_;
   RedoLog redo_;
 };
 

@@ -1,7 +1,6 @@
 #include "medium/redo_log.h"
 
 #include <sched.h>
-#include <signal.h>
 
 #include <cstring>
 
@@ -163,22 +162,29 @@ int RedoLog::RecoverAll() {
 
 int RedoLog::RecoverDead() {
   PoolLock lock(pool_, LockId::kRecovery);
+  return RecoverDeadLocked();
+}
+
+int RedoLog::RecoverDeadLocked() {
   SharedState* sh = pool_->shared();
   int n = 0;
   for (int s = 0; s < static_cast<int>(pool_->header().redo_slots); s++) {
     uint64_t owner = sh->redo_owner[s].load();
     if (owner == 0) continue;
-    int64_t pid = -1;
-    for (auto& m : sh->mounts)
-      if (m.token.load() == owner) pid = m.pid.load();
-    bool dead = pid <= 0 || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH);
+    // An owner no entry names any more is gone: entries are freed by a
+    // clean close (after its last commit) or reused, under this lock, only
+    // after this very replay.
+    bool dead = true;
+    for (int m = 0; m < kMaxMounts; m++)
+      if (sh->mounts[m].token.load() == owner) dead = !pool_->MountAlive(m);
     if (!dead) continue;
     n += ReplaySlot(s) ? 1 : 0;
     sh->redo_owner[s].store(0);
   }
-  // The mount entries of dead processes stay registered on purpose: the last
+  // The mount entries of dead mounts stay registered on purpose: the last
   // clean close sees them and leaves the pool dirty, so the next exclusive
-  // open reclaims whatever the dead process leaked.
+  // open reclaims whatever the dead mount leaked. (An entry reused for a new
+  // mount is counted in SharedState::vanished instead.)
   return n;
 }
 

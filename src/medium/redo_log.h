@@ -63,9 +63,11 @@ class RedoLog {
   // Replays every committed slot (exclusive open, nobody else running).
   // Returns the number of slots replayed.
   int RecoverAll();
-  // Replays the slots of mounts whose process has died (a robust lock
-  // reported its owner dead). Safe while other processes run.
+  // Replays the slots of dead mounts (Pool::MountAlive: the process died or
+  // exec'd), e.g. when a robust lock reported its owner dead. Safe while
+  // other processes run. Takes the kRecovery lock; ...Locked needs it held.
   int RecoverDead();
+  int RecoverDeadLocked();
 
  private:
   int AcquireSlot();

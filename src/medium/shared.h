@@ -26,10 +26,19 @@ constexpr size_t kSpaceSharedBytes = 4 * 1024;
 // Sparse: only the pages that are touched cost memory.
 constexpr size_t kFsSharedBytes = 24 * 1024 * 1024;
 
+// A mount's entry. A live mount also holds an OFD write lock on byte
+// kLiveByte + its slot of the pool file (Pool::MountAlive): the lock goes
+// away with the mount's open file description, so a mount whose process
+// died, or whose process image was replaced by execve (the pool fd is
+// O_CLOEXEC), is dead even though its pid may still run.
 struct MountEntry {
   std::atomic<uint64_t> token;  // 0 = free; otherwise unique per mount
-  std::atomic<int64_t> pid;
+  std::atomic<int64_t> pid;     // registering process (diagnostics only)
 };
+
+// First liveness byte, far past any pool's data (OFD locks beyond the end of
+// a file are allowed and cost nothing).
+constexpr uint64_t kLiveByte = uint64_t{1} << 62;
 
 struct SharedState {
   uint64_t magic;
@@ -39,12 +48,15 @@ struct SharedState {
   std::atomic<uint64_t> redo_owner[kMaxRedoSlots];  // mount token holding each slot
   MountEntry mounts[kMaxMounts];
   std::atomic<uint64_t> next_token;
+  // Mounts that vanished without closing and whose entries were reused: the
+  // last clean close must leave the pool dirty for them too.
+  std::atomic<uint64_t> vanished;
   alignas(64) unsigned char vm[kVmSharedBytes];        // vm::SharedVm
   alignas(64) unsigned char space[kSpaceSharedBytes];  // space layer
   alignas(4096) unsigned char fs[kFsSharedBytes];      // meta layer
 };
 
 constexpr uint64_t kSharedMagic = 0x4d415046534d454dull;  // "MAPFSMEM"
-constexpr uint64_t kSharedLayoutVersion = 2;
+constexpr uint64_t kSharedLayoutVersion = 3;
 
 }  // namespace mapfs::medium

@@ -1,7 +1,6 @@
 #include "meta/inode_locks.h"
 
 #include <sched.h>
-#include <signal.h>
 #include <time.h>
 
 #include <algorithm>
@@ -14,9 +13,28 @@ using medium::kMaxMounts;
 
 InodeLocks::InodeLocks(medium::Pool* pool)
     : pool_(pool), sh_(FsSharedOf(pool)), me_(static_cast<uint32_t>(pool->mount_slot() + 1)) {
+  NoteSlot();
+}
+
+void InodeLocks::NoteSlot() {
   uint32_t used = sh_->slots_used.load();
   while (used < me_ && !sh_->slots_used.compare_exchange_weak(used, me_)) {
   }
+}
+
+void InodeLocks::AfterFork() {
+  me_ = static_cast<uint32_t>(pool_->mount_slot() + 1);
+  NoteSlot();
+}
+
+void InodeLocks::ScrubSlot(medium::Pool* pool, int slot) {
+  FsShared* sh = FsSharedOf(pool);
+  for (int s = 0; s < kLockStripes; s++) {
+    sh->holds[slot][s].store(0);
+    uint32_t w = static_cast<uint32_t>(slot) + 1;
+    sh->writer[s].compare_exchange_strong(w, 0);
+  }
+  sh->reaped[slot].store(0);
 }
 
 // Spins briefly, then yields, then sleeps; every ~50 ms of waiting it looks
@@ -76,16 +94,15 @@ int InodeLocks::ReapDead() {
   std::vector<std::pair<uint32_t, uint64_t>> dead;  // (mount slot, token)
   for (uint32_t m = 0; m < n; m++) {
     uint64_t token = ss->mounts[m].token.load();
-    int64_t pid = ss->mounts[m].pid.load();
     if (token == 0 || sh_->reaped[m].load() == token) continue;
-    if (pid <= 0 || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)) dead.push_back({m, token});
+    if (!pool_->MountAlive(static_cast<int>(m))) dead.push_back({m, token});
   }
   if (dead.empty()) return 0;
   // These mounts were dead before this replay: what they committed is made
-  // whole before their locks are released (RecoverDead takes the recovery
-  // lock itself).
-  pool_->redo().RecoverDead();
+  // whole before their locks are released. Under the recovery lock, so a
+  // slot is not reused (Pool::RegisterMount) while we clear it.
   medium::PoolLock lock(pool_, medium::LockId::kRecovery);
+  pool_->redo().RecoverDeadLocked();
   int reaped = 0;
   for (auto [m, token] : dead) {
     if (ss->mounts[m].token.load() != token || sh_->reaped[m].load() == token) continue;

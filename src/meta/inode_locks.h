@@ -9,10 +9,13 @@
 // sequentially consistent operations, so one of them always sees the other
 // (Dekker). Writers have priority: readers back off while one waits.
 //
-// A process that dies leaves its writer words and its own reader counters;
-// a waiter that waits long enough checks for dead mounts and releases what
-// they held, after replaying their committed redo records (RecoverDead), so
-// the structures the dead holder was changing are whole again.
+// A mount that dies (its process died or exec'd: Pool::MountAlive) leaves
+// its writer words and its own reader counters; a waiter that waits long
+// enough checks for dead mounts and releases what they held, after
+// replaying their committed redo records (RecoverDead), so the structures
+// the dead holder was changing are whole again. A dead mount's slot may be
+// reused by a new mount, which first clears what was left there
+// (ScrubSlot).
 //
 // A thread never takes a second lock while it holds one, except through
 // LockSet (which takes several in stripe order). Locks are not recursive.
@@ -38,13 +41,22 @@ class InodeLocks {
   void WriteLock(uint32_t stripe);
   void WriteUnlock(uint32_t stripe);
 
-  // Releases locks held by mounts whose process has died. Returns how many
-  // mounts were reaped.
+  // Releases locks held by dead mounts. Returns how many mounts were reaped.
   int ReapDead();
+
+  // In the child of fork(), after the pool took its own mount
+  // (Pool::AfterFork): from now on this copy holds locks as that mount; the
+  // parent's holds stay the parent's.
+  void AfterFork();
+
+  // Clears every hold and writer word of mount slot `slot` (Pool's
+  // OpenOptions::scrub_slot): what a dead mount that had the slot left.
+  static void ScrubSlot(medium::Pool* pool, int slot);
 
  private:
   void Wait(int* round);
   bool ReadersActive(uint32_t stripe);
+  void NoteSlot();
 
   medium::Pool* pool_;
   FsShared* sh_;

@@ -4,7 +4,7 @@ namespace mapfs {
 
 Result<std::unique_ptr<Mount>> Mount::Open(const std::string& pool_path, const MountOptions& opt) {
   std::unique_ptr<Mount> m(new Mount());
-  auto pool = medium::Pool::Open(pool_path);
+  auto pool = medium::Pool::Open(pool_path, opt.pool);
   if (!pool.ok()) return pool.status();
   m->pool_ = std::move(*pool);
   m->recovered_ = m->pool_->needs_recovery();
@@ -33,6 +33,13 @@ void Mount::Abandon() {
   vm_.reset();
   pool_->Abandon();
   pool_.reset();
+}
+
+Status Mount::AfterFork() {
+  if (!pool_) return Status::Ok();
+  MAPFS_RETURN_IF_ERROR(pool_->AfterFork());
+  vm_->AfterFork();
+  return Status::Ok();
 }
 
 Mount::~Mount() { (void)Close(); }

@@ -17,6 +17,8 @@ struct MountOptions {
   // Leave the pool's open protocol unfinished (other openers wait) so that
   // the layers above can recover first; they call pool().FinishOpen().
   bool defer_finish = false;
+  // Passed to medium::Pool::Open (the file system sets scrub_slot).
+  medium::OpenOptions pool;
 };
 
 class Mount {
@@ -28,6 +30,9 @@ class Mount {
   Status Close();
   // Tests: vanish as if the process had died (no clean-close bookkeeping).
   void Abandon();
+  // In the child of fork(): this copy becomes a mount of its own
+  // (medium::Pool::AfterFork, vm::Vm::AfterFork). On error it is unusable.
+  Status AfterFork();
 
   medium::Pool& pool() { return *pool_; }
   vm::Vm& vm() { return *vm_; }

@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <memory>
 #include <mutex>
 
 #include "vm/vm.h"
@@ -78,6 +79,8 @@ Status RegisterFaultRegion(Vm* vm) {
   }
   return Status::Error(EMFILE, "too many open pools in one process");
 }
+
+void ResetFaultHandlerAfterFork() { std::construct_at(&install_mu); }
 
 void UnregisterFaultRegion(Vm* vm) {
   for (auto& r : regions) {

@@ -13,5 +13,8 @@ class Vm;
 
 Status RegisterFaultRegion(Vm* vm);
 void UnregisterFaultRegion(Vm* vm);
+// In the child of fork(): re-creates the installer's lock, which a thread
+// of the parent may have held at the fork.
+void ResetFaultHandlerAfterFork();
 
 }  // namespace mapfs::vm

@@ -70,6 +70,7 @@ Status Vm::PswapCopy(uint64_t a, uint64_t b, uint64_t npages, const medium::Tx* 
 }
 
 Status Vm::PswapRemap(uint64_t a, uint64_t b, uint64_t npages, const medium::Tx* with) {
+  Changing changing(&changing_);
   medium::Tx tx;
   struct Unit {
     uint64_t va, vb;

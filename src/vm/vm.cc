@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <memory>
 
 #include "common/log.h"
 #include "common/units.h"
@@ -348,6 +349,33 @@ bool Vm::HandleFault(void* addr) {
   return ChunkState(page / kChunkSize).load() != 0;
 }
 
+void Vm::AfterFork() {
+  token_ = pool_->mount_token();
+  // A lock the fork caught held belongs to a thread that does not exist
+  // here: re-create it (never unlocked, never destroyed while held).
+  bool quiet = changing_.load() == 0;
+  if (map_mu_.try_lock())
+    map_mu_.unlock();
+  else
+    quiet = false;
+  if (sync_mu_.try_lock())
+    sync_mu_.unlock();
+  else
+    quiet = false;
+  std::construct_at(&map_mu_);
+  std::construct_at(&sync_mu_);
+  changing_.store(0);
+  ResetFaultHandlerAfterFork();
+  // When nothing was in flight, every mapping here is what the parent had,
+  // with the parent's own changes so far applied: keep them. Changes the
+  // parent publishes from now on carry its token, no longer ours, so Sync
+  // drops what they make stale.
+  if (!quiet) {
+    InvalidateAllLocal();
+    invalidations_++;
+  }
+}
+
 // ---------------------------------------------------------------- populate / unmap
 
 // Lock-free: PPT entries are single words and tables are never freed, so a
@@ -414,6 +442,7 @@ Status Vm::Unmap(uint64_t voff, uint64_t len) {
   if (!IsAligned(voff, kPageSize) || !IsAligned(len, kPageSize)) return Status::Error(EINVAL, "unaligned unmap");
   if (voff >= size_ || len > size_ - voff) return Status::Error(EINVAL, "range outside the region");
   uint64_t end = voff + len;
+  Changing changing(&changing_);
   std::vector<std::pair<uint64_t, uint64_t>> to_free;  // (pool offset, pages)
   bool changed = false;
   {

@@ -137,6 +137,14 @@ class Vm {
   // Fault handler entry (fault.cc): maps `addr` if it is ours.
   bool HandleFault(void* addr);
 
+  // In the child of fork(), after the pool took its own mount
+  // (Pool::AfterFork): takes the new mount token (changes the parent makes
+  // from now on are another mount's, to be synced), re-creates the locks a
+  // thread of the parent may have held, and drops this process's mappings
+  // if a thread of the parent was changing them at the fork (the copies
+  // may be stale). Only the calling thread may exist.
+  void AfterFork();
+
   // Test hook: lets tests bound VMAs tightly.
   void set_vma_budget(uint64_t b) { opt_.vma_budget = b; }
   void set_copy_swap_max_pages(uint64_t n) { opt_.copy_swap_max_pages = n; }
@@ -182,6 +190,15 @@ class Vm {
   std::atomic<uint64_t> faults_{0};
   std::atomic<uint64_t> invalidations_{0};
   std::atomic<uint64_t> seen_seq_{0};
+  // Calls between publishing a mapping change (Publish) and updating this
+  // process's own mappings to match; a child forked meanwhile cannot trust
+  // its copies of them (AfterFork).
+  std::atomic<uint32_t> changing_{0};
+  struct Changing {
+    explicit Changing(std::atomic<uint32_t>* c) : c_(c) { c_->fetch_add(1); }
+    ~Changing() { c_->fetch_sub(1); }
+    std::atomic<uint32_t>* c_;
+  };
 };
 
 }  // namespace mapfs::vm
