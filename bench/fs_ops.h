@@ -1,5 +1,6 @@
 // The file-system benchmarks that drive whole file systems through their
-// POSIX-shaped calls: mapfs through its C API, tmpfs through system calls,
+// POSIX-shaped calls: mapfs through its C API and (when run under the
+// shim) through system calls the shim serves, tmpfs through system calls,
 // and the physical floor (the same bytes moved with the raw primitives on a
 // mapped file). Every result is measured in the same run, interleaved
 // (A B A B ...), as ../shared/BENCHMARKS.md asks.
@@ -22,6 +23,9 @@ struct FsBenchOptions {
   uint64_t ops = 0;      // meta: files (0 = default)
   int repeat = 0;        // 0 = default
   bool quick = false;
+  // Non-empty when this process runs under the LD_PRELOAD shim: the mount
+  // prefix under which a "mapfs-preload" target is measured too.
+  std::string preload_root;
 };
 
 int RunFsBench(const FsBenchOptions& opt);

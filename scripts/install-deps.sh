@@ -3,11 +3,17 @@
 set -euo pipefail
 pkgs="cmake ninja-build g++ libgtest-dev"
 # The preload tests run real programs under `mapfs run` (tests/preload).
-pkgs="$pkgs python3 sqlite3 git rsync tar gzip diffutils libleveldb-dev"
+pkgs="$pkgs python3 sqlite3 git rsync tar gzip diffutils libleveldb-dev fio"
 missing=""
 for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
   $SUDO apt-get update
   $SUDO apt-get install -y $missing
+fi
+# fsx (crates.io) for tests/preload/fsx_test.sh, which fails loudly without it.
+cargo_bin=${CARGO_HOME:-$HOME/.cargo}/bin
+if ! command -v fsx >/dev/null && [ ! -x "$cargo_bin/fsx" ]; then
+  cargo=$(command -v cargo || echo "$cargo_bin/cargo")
+  if [ -x "$cargo" ]; then "$cargo" install --quiet fsx; else echo "install-deps: no cargo: fsx not installed" >&2; fi
 fi

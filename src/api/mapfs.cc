@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "common/process.h"
+#include "fs/dir_stream.h"
 #include "fs/file_system.h"
 #include "medium/pool.h"
 #include "medium/pool_format.h"
@@ -82,11 +84,7 @@ struct mapfs_fs {
 struct mapfs_dir {
   mapfs_t* fs;
   DescRef d;
-  uint64_t cookie = 0;  // position after the last entry returned
-  std::vector<mapfs::fs::DirEntryOut> buf;
-  size_t pos = 0;
-  bool eof = false;
-  struct dirent ent;
+  mapfs::fs::DirStream stream;
 };
 
 #define MAPFS_GET_FD(fs, fd, var)                                          \
@@ -101,30 +99,7 @@ struct mapfs_dir {
 
 static int Ret(const Status& st) { return st.ok() ? 0 : Fail(st); }
 
-// The process's umask, which open(O_CREAT) and mkdir apply as the kernel
-// does. umask() reads it only by replacing it, so it is replaced by the
-// value it most likely holds already (the last one seen; at first the one
-// /proc reports): in the usual case it never changes, not even for a moment
-// in which another thread's kernel create could see a wrong mask.
-static mode_t CurrentUmask() {
-  static std::atomic<unsigned> guess{[] {
-    unsigned m = 022;
-    if (FILE* f = std::fopen("/proc/self/status", "re")) {
-      char line[128];
-      while (std::fgets(line, sizeof line, f))
-        if (std::sscanf(line, "Umask: %o", &m) == 1) break;
-      std::fclose(f);
-    }
-    return m;
-  }()};
-  mode_t g = static_cast<mode_t>(guess.load(std::memory_order_relaxed));
-  mode_t old = umask(g);
-  if (old != g) {
-    umask(old);
-    guess.store(old, std::memory_order_relaxed);
-  }
-  return old;
-}
+using mapfs::CurrentUmask;
 
 #define MAPFS_CHECK_BUF(buf, n) \
   if ((buf) == nullptr && (n) != 0) return FailErrno(EFAULT, "null buffer")
@@ -442,32 +417,10 @@ struct dirent* mapfs_readdir(mapfs_dir_t* d) {
     FailErrno(EBADF, "null directory stream");
     return nullptr;
   }
-  if (d->pos == d->buf.size()) {
-    if (d->eof) return nullptr;
-    d->buf.clear();
-    d->pos = 0;
-    Status st = d->fs->fs->ReadDir(*d->d->f, d->cookie, [&](const mapfs::fs::DirEntryOut& e) {
-      d->buf.push_back(e);
-      return d->buf.size() < 128;
-    });
-    if (!st.ok()) {
-      Fail(st);
-      return nullptr;
-    }
-    if (d->buf.empty()) {
-      d->eof = true;
-      return nullptr;
-    }
-  }
-  const auto& e = d->buf[d->pos++];
-  d->cookie = e.cookie;
-  std::memset(&d->ent, 0, sizeof d->ent);
-  d->ent.d_ino = e.ino;
-  d->ent.d_off = static_cast<off_t>(e.cookie);
-  d->ent.d_type = e.type;
-  d->ent.d_reclen = sizeof d->ent;
-  std::memcpy(d->ent.d_name, e.name.data(), std::min(e.name.size(), sizeof d->ent.d_name - 1));
-  return &d->ent;
+  Status st;
+  auto* e = d->stream.Next(*d->fs->fs, *d->d->f, &st);
+  if (!st.ok()) Fail(st);
+  return reinterpret_cast<struct dirent*>(const_cast<struct dirent64*>(e));
 }
 
 int mapfs_closedir(mapfs_dir_t* d) {
@@ -476,14 +429,11 @@ int mapfs_closedir(mapfs_dir_t* d) {
   return 0;
 }
 
-long mapfs_telldir(mapfs_dir_t* d) { return d ? static_cast<long>(d->cookie) : -1; }
+long mapfs_telldir(mapfs_dir_t* d) { return d ? static_cast<long>(d->stream.Tell()) : -1; }
 
 void mapfs_seekdir(mapfs_dir_t* d, long pos) {
   if (d == nullptr || pos < 0) return;
-  d->cookie = static_cast<uint64_t>(pos);
-  d->buf.clear();
-  d->pos = 0;
-  d->eof = false;
+  d->stream.Seek(static_cast<uint64_t>(pos));
 }
 
 void mapfs_rewinddir(mapfs_dir_t* d) { mapfs_seekdir(d, 0); }

@@ -12,6 +12,7 @@ int Mkfs(const std::vector<std::string>& args);
 int Info(const std::vector<std::string>& args);
 int Fsck(const std::vector<std::string>& args);
 int Bench(const std::vector<std::string>& args);
+int Run(const std::vector<std::string>& args);  // mapfs run (run_command.cc)
 int Version(const std::vector<std::string>& args);
 
 // File verbs on a pool, without a kernel mount: each mounts the pool's

@@ -29,6 +29,10 @@ void Usage(FILE* f) {
                "  stat [-L] POOL PATH...          every stat field (-L: follow symlinks)\n"
                "  df POOL                         space and inodes used and free\n"
                "\n"
+               "  run [--pool POOL] [--mount PREFIX] [--mode M] -- COMMAND ARGS...\n"
+               "                        run COMMAND with paths under PREFIX (default /mapfs) in POOL\n"
+               "                        (default /dev/shm/mapfs.pool), through the LD_PRELOAD shim\n"
+               "\n"
                "  bench pswap|micro|meta [--quick] [--json FILE] [--repeat N] [--size S] [--ops N] [--mode M]\n"
                "                        benchmarks against tmpfs and the floor (BENCHMARKS.md)\n"
                "  version               library and format version\n");
@@ -61,6 +65,7 @@ int main(int argc, char** argv) {
   if (cmd == "stat") return mapfs::cli::Stat(args);
   if (cmd == "df") return mapfs::cli::Df(args);
   if (cmd == "bench") return mapfs::cli::Bench(args);
+  if (cmd == "run") return mapfs::cli::Run(args);
   if (cmd == "version") return mapfs::cli::Version(args);
   std::fprintf(stderr, "mapfs: unknown command '%s'\n", cmd.c_str());
   Usage(stderr);

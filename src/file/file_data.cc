@@ -340,14 +340,27 @@ Status FileData::Truncate(Inode* in, uint64_t in_voff, uint64_t size, Mode mode)
     MAPFS_RETURN_IF_ERROR(tx.Commit());
     return space_->Free(PartVoff(w));
   }
+  // Bytes past the new end must read as zero through a memory map (as
+  // the kernel's page cache shows them), in the new last page and, in a
+  // partition below 2 MiB whose pages stay, up to the old end. Done once
+  // the new size is durable, so a crash never shows zeros inside the old
+  // size; if it is lost, reads still see zeros (growth zeroes what it
+  // exposes). Whole pages of a larger partition are unmapped below.
+  auto zero_tail = [&](Status st) {
+    if (!st.ok() || in->part == 0) return st;
+    uint64_t end = PartLevel(in->part) >= 3 ? std::min(AlignUp(size, kPageSize), old) : old;
+    (void)Zero(in, size, end);
+    return st;
+  };
   int level = LevelFor(size);
   if (level < PartLevel(w)) {
     Status st = Shrink(in, in_voff, level, size);
-    if (st.code() != ENOSPC) return st;
+    if (st.code() != ENOSPC) return zero_tail(st);
     // No room for a smaller partition: keep this one.
   }
   medium::Store64(&in->size, size);
   medium::Persist(&in->size, 8);
+  (void)zero_tail(Status::Ok());
   if (PartLevel(w) >= 3) {
     // Whole pages past the end go back to the pool. Only the partition's
     // own pages: the old size may lie past the partition (truncate up

@@ -10,6 +10,11 @@
 //  - SymlinkLoopGrowingThePathIsEloop: a symlink whose target names itself
 //    plus more components makes every expansion longer; the length check
 //    meant for the caller's path said ENAMETOOLONG where Linux says ELOOP.
+//  - TruncateDownZeroesPastTheEnd (found by fsx through the shim): after a
+//    truncate down, the bytes past the new end were left as they were, so
+//    a memory map of the last page (and, in partitions below 2 MiB, of the
+//    pages up to the old end) showed stale data where the kernel shows
+//    zeros.
 //  - RenameNoreplaceOntoDotIsEexist: rename(x, "/" or "." or "..",
 //    RENAME_NOREPLACE) is EEXIST on Linux (EBUSY without the flag, and for
 //    a "." source either way); mapfs said EBUSY.
@@ -101,6 +106,40 @@ TEST_P(FsRegression, TruncateDownKeepsNeighbours) {
   for (size_t i = 0; i < nb.size(); i++) EXPECT_EQ(Check(fs, "/n" + std::to_string(i), nb[i]), "");
   EXPECT_EQ(Check(fs, "/more", more), "");
   ASSERT_EQ(mapfs_unmount(fs), 0) << mapfs_last_error();
+}
+
+TEST_P(FsRegression, TruncateDownZeroesPastTheEnd) {
+  FsPool pool(64ull << 20, GetParam(), MAPFS_MODE_SYNC);
+  ASSERT_EQ(pool.error(), "");
+  mapfs_t* fs = MountC(pool.path());
+  ASSERT_NE(fs, nullptr);
+  // 256 KiB (a partition below 2 MiB) and 3 MiB (a 2 MiB-page-sized one).
+  for (uint64_t len : {uint64_t{256} << 10, uint64_t{3} << 20}) {
+    std::string name = "/t" + std::to_string(len);
+    int fd = mapfs_open(fs, name.c_str(), O_CREAT | O_RDWR, 0644);
+    ASSERT_GE(fd, 0) << mapfs_last_error();
+    std::string data(len, 'x');
+    ASSERT_TRUE(WriteAll(fs, fd, data.data(), data.size(), 0)) << mapfs_last_error();
+    uint64_t cut = len / 2 + 100;
+    ASSERT_EQ(mapfs_ftruncate(fs, fd, static_cast<off_t>(cut)), 0) << mapfs_last_error();
+    size_t cap = 0;
+    auto* p = static_cast<const char*>(mapfs_mmap(fs, fd, &cap));
+    ASSERT_NE(p, nullptr) << mapfs_last_error();
+    uint64_t page_end = (cut + 4095) / 4096 * 4096;
+    for (uint64_t i = cut; i < std::min<uint64_t>(page_end, cap); i++)
+      ASSERT_EQ(p[i], 0) << name << ": byte " << i << " past the end of the mapped last page";
+    // Growing again shows zeros up to the old end, through read and map.
+    ASSERT_EQ(mapfs_ftruncate(fs, fd, static_cast<off_t>(len)), 0) << mapfs_last_error();
+    std::string back(len, '?');
+    ASSERT_EQ(mapfs_pread(fs, fd, back.data(), len, 0), static_cast<ssize_t>(len));
+    EXPECT_EQ(back.find_first_not_of('x'), cut) << name;
+    EXPECT_EQ(back.find_first_not_of('\0', cut), std::string::npos) << name;
+    p = static_cast<const char*>(mapfs_mmap(fs, fd, &cap));
+    ASSERT_NE(p, nullptr);
+    for (uint64_t i = cut; i < std::min<uint64_t>(len, cap); i++) ASSERT_EQ(p[i], 0) << name << ": mapped byte " << i;
+    mapfs_close(fs, fd);
+  }
+  ASSERT_EQ(mapfs_unmount(fs), 0);
 }
 
 TEST_P(FsRegression, SymlinkLoopGrowingThePathIsEloop) {

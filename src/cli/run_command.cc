@@ -1,0 +1,94 @@
+// `mapfs run [--pool POOL] [--mount PREFIX] [--mode M] -- COMMAND ARGS...`:
+// runs COMMAND with the LD_PRELOAD shim, so paths under PREFIX are files of
+// POOL. Children inherit the environment, hence the shim too.
+#include <limits.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+
+namespace mapfs::cli {
+namespace {
+
+// libmapfs-preload.so sits in ../lib next to bin/mapfs.
+std::string ShimPath() {
+  if (const char* p = std::getenv("MAPFS_PRELOAD_LIB")) return p;
+  char exe[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return "";
+  exe[n] = '\0';
+  std::string dir(exe);
+  dir = dir.substr(0, dir.rfind('/'));
+  std::string lib = dir.substr(0, dir.rfind('/')) + "/lib/libmapfs-preload.so";
+  struct stat st;
+  return ::stat(lib.c_str(), &st) == 0 ? lib : "";
+}
+
+std::string Absolute(const std::string& p) {
+  if (!p.empty() && p[0] == '/') return p;
+  char cwd[PATH_MAX];
+  if (::getcwd(cwd, sizeof cwd) == nullptr) return p;
+  return std::string(cwd) + "/" + p;
+}
+
+}  // namespace
+
+int Run(const std::vector<std::string>& args) {
+  std::string pool = std::getenv("MAPFS_POOL") ? std::getenv("MAPFS_POOL") : "";
+  std::string mount, mode;
+  size_t i = 0;
+  for (; i < args.size(); i++) {
+    const std::string& a = args[i];
+    if (a == "--") {
+      i++;
+      break;
+    }
+    if ((a == "--pool" || a == "--mount" || a == "--mode") && i + 1 < args.size()) {
+      (a == "--pool" ? pool : a == "--mount" ? mount : mode) = args[++i];
+    } else if (a.rfind("--", 0) == 0) {
+      std::fprintf(stderr, "mapfs run: unknown option %s\n", a.c_str());
+      return 2;
+    } else {
+      break;  // the command starts here
+    }
+  }
+  if (i >= args.size()) {
+    std::fprintf(stderr, "usage: mapfs run [--pool POOL] [--mount PREFIX] [--mode posix|sync|strict] -- COMMAND ARGS...\n");
+    return 2;
+  }
+  if (pool.empty()) pool = "/dev/shm/mapfs.pool";
+  if (!mode.empty() && mode != "posix" && mode != "sync" && mode != "strict") {
+    std::fprintf(stderr, "mapfs run: --mode must be posix, sync or strict\n");
+    return 2;
+  }
+  struct stat st;
+  if (::stat(pool.c_str(), &st) != 0) {
+    std::fprintf(stderr, "mapfs run: %s: %s (format one with 'mapfs mkfs')\n", pool.c_str(), std::strerror(errno));
+    return 1;
+  }
+  std::string shim = ShimPath();
+  if (shim.empty()) {
+    std::fprintf(stderr, "mapfs run: libmapfs-preload.so not found next to this program (set MAPFS_PRELOAD_LIB)\n");
+    return 1;
+  }
+  ::setenv("MAPFS_POOL", Absolute(pool).c_str(), 1);
+  if (!mount.empty()) ::setenv("MAPFS_MOUNT", mount.c_str(), 1);
+  if (!mode.empty()) ::setenv("MAPFS_MODE", mode.c_str(), 1);
+  std::string pre = shim;
+  if (const char* old = std::getenv("LD_PRELOAD"); old && *old) pre += std::string(":") + old;
+  ::setenv("LD_PRELOAD", pre.c_str(), 1);
+  std::vector<char*> argv;
+  for (size_t k = i; k < args.size(); k++) argv.push_back(const_cast<char*>(args[k].c_str()));
+  argv.push_back(nullptr);
+  ::execvp(argv[0], argv.data());
+  std::fprintf(stderr, "mapfs run: %s: %s\n", argv[0], std::strerror(errno));
+  return errno == ENOENT ? 127 : 126;
+}
+
+}  // namespace mapfs::cli

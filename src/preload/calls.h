@@ -1,0 +1,48 @@
+// Shared helpers of the wrapper files: the pattern every wrapper follows is
+//   if (!in_core && <the argument belongs to mapfs>) return <mapfs version>;
+//   return REAL(fn)(args...);
+#pragma once
+
+#include <fcntl.h>
+
+#include "preload/real.h"
+#include "preload/shim.h"
+
+#define MAPFS_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace mapfs::preload {
+
+// The descriptor's entry if `fd` is a mapfs descriptor (and we are not in
+// the core), else null. Cheap for kernel descriptors.
+inline DescRef MapfsFd(int fd) {
+  if (in_core) return nullptr;
+  Shim& s = Shim::Get();
+  if (!s.IsMapfs(fd)) return nullptr;
+  return s.Lookup(fd);
+}
+
+// The route of a path argument (kernel unless it is under the mount).
+// Rule for every wrapper: test in_core before Shim::Get(), since the core's
+// own calls come back through the wrappers, also while the shim starts.
+inline Route MapfsPath(int dirfd, const char* path) {
+  if (in_core) return Route{};
+  return Shim::Get().Classify(dirfd, path);
+}
+
+// The mounted file system for a call that needs it; null with errno set.
+inline fs::FileSystem* FsOrFail() {
+  fs::FileSystem* f = Shim::Get().Fs();
+  if (f == nullptr && errno == 0) errno = EIO;
+  return f;
+}
+
+// The mapfs path of `r` from the pool root, for bookkeeping (cwd, fchdir).
+std::string AbsoluteOf(const Route& r);
+
+// Opens a mapfs path; returns the new descriptor or -1/errno.
+int OpenMapfs(const Route& r, int flags, mode_t mode);
+
+// Releases the process's POSIX locks on a file when one of its descriptors closes.
+void ReleaseProcessLocks(uint64_t ino);
+
+}  // namespace mapfs::preload

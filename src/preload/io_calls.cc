@@ -1,0 +1,428 @@
+// Wrappers of the descriptor calls: open, close, dup, read, write, seek,
+// sync, truncate, allocate, fcntl.
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <stdarg.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <vector>
+
+#include "common/process.h"
+#include "preload/calls.h"
+#include "preload/locks.h"
+
+namespace mapfs::preload {
+
+std::string AbsoluteOf(const Route& r) {
+  if (!r.path.empty() && r.path[0] == '/') return r.path;
+  return r.base + "/" + r.path;
+}
+
+int OpenMapfs(const Route& r, int flags, mode_t mode) {
+  fs::FileSystem* f = FsOrFail();
+  if (f == nullptr) return -1;
+  if ((flags & __O_TMPFILE) == __O_TMPFILE) return FailErrno(EOPNOTSUPP);
+  if (flags & O_CREAT) mode &= ~CurrentUmask();
+  // O_PATH (a handle to walk from, not to read): opened read-only here.
+  if (flags & O_PATH) flags = (flags & (O_CLOEXEC | O_DIRECTORY | O_NOFOLLOW)) | O_RDONLY;
+  CoreScope cs;
+  auto of = f->Open(r.path, flags & ~(O_CLOEXEC | O_NOCTTY | O_LARGEFILE), mode, r.at);
+  if (!of.ok()) return Fail(of.status());
+  auto d = std::make_shared<Desc>(f, std::move(*of));
+  d->path = AbsoluteOf(r);
+  int fd = Shim::Get().Install(d, flags & O_CLOEXEC);
+  if (fd >= 0 && fd <= 2) Shim::Get().FixStdio(fd);
+  return fd;
+}
+
+namespace {
+
+int OpenAny(int dirfd, const char* path, int flags, mode_t mode, int (*real)(int, const char*, int, ...)) {
+  if (in_core) return MoveHigh(real(dirfd, path, flags, mode));
+  Route r = MapfsPath(dirfd, path);
+  if (r.mapfs) return OpenMapfs(r, flags, mode);
+  return real(dirfd, r.Kernel(path), flags, mode);
+}
+
+ssize_t ReadAt(Desc& d, int fd, void* buf, size_t n, int64_t off) {
+  CoreScope cs;
+  Shim& s = Shim::Get();
+  if (off < 0 && d.kernel_offset.load()) {
+    int64_t cur = s.Offset(d, fd);
+    auto r = d.fsys->Read(*d.file, buf, n, cur);
+    if (!r.ok()) return Fail(r.status());
+    s.SetOffset(d, fd, cur + static_cast<int64_t>(*r));
+    return static_cast<ssize_t>(*r);
+  }
+  auto r = d.fsys->Read(*d.file, buf, n, off);
+  return r.ok() ? static_cast<ssize_t>(*r) : Fail(r.status());
+}
+
+ssize_t WriteAt(Desc& d, int fd, const void* buf, size_t n, int64_t off) {
+  CoreScope cs;
+  Shim& s = Shim::Get();
+  if (off < 0 && d.kernel_offset.load()) {
+    bool append = d.file->flags & O_APPEND;
+    int64_t cur = append ? -1 : s.Offset(d, fd);
+    auto r = d.fsys->Write(*d.file, buf, n, cur);
+    if (!r.ok()) return Fail(r.status());
+    s.SetOffset(d, fd, append ? static_cast<int64_t>(d.file->offset) : cur + static_cast<int64_t>(*r));
+    return static_cast<ssize_t>(*r);
+  }
+  auto r = d.fsys->Write(*d.file, buf, n, off);
+  return r.ok() ? static_cast<ssize_t>(*r) : Fail(r.status());
+}
+
+ssize_t ReadV(Desc& d, int fd, const struct iovec* iov, int cnt, int64_t off) {
+  if (cnt < 0 || cnt > IOV_MAX) return FailErrno(EINVAL);
+  size_t total = 0;
+  for (int i = 0; i < cnt; i++) total += iov[i].iov_len;
+  std::vector<char> buf(total);
+  ssize_t r = ReadAt(d, fd, buf.data(), total, off);
+  if (r <= 0) return r;
+  size_t left = static_cast<size_t>(r), at = 0;
+  for (int i = 0; i < cnt && left > 0; i++) {
+    size_t k = std::min(left, iov[i].iov_len);
+    std::memcpy(iov[i].iov_base, buf.data() + at, k);
+    at += k;
+    left -= k;
+  }
+  return r;
+}
+
+ssize_t WriteV(Desc& d, int fd, const struct iovec* iov, int cnt, int64_t off) {
+  if (cnt < 0 || cnt > IOV_MAX) return FailErrno(EINVAL);
+  if (cnt == 1) return WriteAt(d, fd, iov[0].iov_base, iov[0].iov_len, off);
+  std::vector<char> buf;
+  for (int i = 0; i < cnt; i++)
+    buf.insert(buf.end(), static_cast<const char*>(iov[i].iov_base),
+               static_cast<const char*>(iov[i].iov_base) + iov[i].iov_len);
+  return WriteAt(d, fd, buf.data(), buf.size(), off);
+}
+
+int CloseMapfs(int fd) {
+  Shim& s = Shim::Get();
+  DescRef d = s.Remove(fd);
+  REAL(close)(fd);
+  if (d) {
+    ReleaseProcessLocks(d->file->ino);
+    d.reset();  // the description closes with its last descriptor
+  }
+  return 0;
+}
+
+int Dup3(int oldfd, int newfd, int flags, bool is_dup2) {
+  Shim& s = Shim::Get();
+  DescRef d = MapfsFd(oldfd);
+  if (!d) {
+    if (in_core) return is_dup2 ? REAL(dup2)(oldfd, newfd) : REAL(dup3)(oldfd, newfd, flags);
+    DescRef old = s.IsMapfs(newfd) && oldfd != newfd ? s.Lookup(newfd) : nullptr;
+    int r = is_dup2 ? REAL(dup2)(oldfd, newfd) : REAL(dup3)(oldfd, newfd, flags);
+    if (r >= 0 && old) {
+      s.Remove(newfd);
+      ReleaseProcessLocks(old->file->ino);
+    }
+    return r;
+  }
+  if (oldfd == newfd) return is_dup2 ? newfd : FailErrno(EINVAL);
+  if (flags & ~O_CLOEXEC) return FailErrno(EINVAL);
+  return s.InstallAt(std::move(d), newfd, flags & O_CLOEXEC);
+}
+
+}  // namespace
+}  // namespace mapfs::preload
+
+using namespace mapfs::preload;  // NOLINT: wrapper files only
+namespace fs = mapfs::fs;
+using mapfs::Status;
+
+// ---------------------------------------------------------------- open
+
+#define MAPFS_OPEN_MODE(flags)                                       \
+  mode_t mode = 0;                                                   \
+  if ((flags) & (O_CREAT | __O_TMPFILE)) {                           \
+    va_list ap;                                                      \
+    va_start(ap, flags);                                             \
+    mode = static_cast<mode_t>(va_arg(ap, int));                     \
+    va_end(ap);                                                      \
+  }
+
+MAPFS_EXPORT int open(const char* path, int flags, ...) {
+  MAPFS_OPEN_MODE(flags);
+  if (in_core) return MoveHigh(REAL(open)(path, flags, mode));  // the core's own files
+  Route r = MapfsPath(AT_FDCWD, path);
+  if (r.mapfs) return OpenMapfs(r, flags, mode);
+  return REAL(open)(r.Kernel(path), flags, mode);
+}
+MAPFS_EXPORT int open64(const char* path, int flags, ...) {
+  MAPFS_OPEN_MODE(flags);
+  if (in_core) return MoveHigh(REAL(open64)(path, flags, mode));
+  Route r = MapfsPath(AT_FDCWD, path);
+  if (r.mapfs) return OpenMapfs(r, flags, mode);
+  return REAL(open64)(r.Kernel(path), flags, mode);
+}
+MAPFS_EXPORT int openat(int dirfd, const char* path, int flags, ...) {
+  MAPFS_OPEN_MODE(flags);
+  return OpenAny(dirfd, path, flags, mode, REAL(openat));
+}
+MAPFS_EXPORT int openat64(int dirfd, const char* path, int flags, ...) {
+  MAPFS_OPEN_MODE(flags);
+  return OpenAny(dirfd, path, flags, mode, REAL(openat64));
+}
+MAPFS_EXPORT int __open_2(const char* path, int flags) { return open(path, flags); }
+MAPFS_EXPORT int __open64_2(const char* path, int flags) { return open64(path, flags); }
+MAPFS_EXPORT int __openat_2(int dirfd, const char* path, int flags) { return openat(dirfd, path, flags); }
+MAPFS_EXPORT int __openat64_2(int dirfd, const char* path, int flags) { return openat64(dirfd, path, flags); }
+MAPFS_EXPORT int creat(const char* path, mode_t mode) { return open(path, O_CREAT | O_WRONLY | O_TRUNC, mode); }
+MAPFS_EXPORT int creat64(const char* path, mode_t mode) { return open64(path, O_CREAT | O_WRONLY | O_TRUNC, mode); }
+
+// ---------------------------------------------------------------- close, dup
+
+MAPFS_EXPORT int close(int fd) {
+  if (!in_core && Shim::Get().IsMapfs(fd)) return CloseMapfs(fd);
+  return REAL(close)(fd);
+}
+
+MAPFS_EXPORT int close_range(unsigned lo, unsigned hi, int flags) {
+  int r = REAL(close_range)(lo, hi, flags);
+  if (r == 0 && !in_core && !(flags & CLOSE_RANGE_CLOEXEC)) Shim::Get().ForgetRange(lo, hi);
+  return r;
+}
+
+MAPFS_EXPORT int dup(int fd) {
+  if (DescRef d = MapfsFd(fd)) return Shim::Get().Install(std::move(d), false);
+  return REAL(dup)(fd);
+}
+MAPFS_EXPORT int dup2(int oldfd, int newfd) { return Dup3(oldfd, newfd, 0, true); }
+MAPFS_EXPORT int dup3(int oldfd, int newfd, int flags) { return Dup3(oldfd, newfd, flags, false); }
+
+// ---------------------------------------------------------------- read, write
+
+MAPFS_EXPORT ssize_t read(int fd, void* buf, size_t n) {
+  if (DescRef d = MapfsFd(fd)) return ReadAt(*d, fd, buf, n, -1);
+  return REAL(read)(fd, buf, n);
+}
+MAPFS_EXPORT ssize_t __read_chk(int fd, void* buf, size_t n, size_t) { return read(fd, buf, n); }
+MAPFS_EXPORT ssize_t write(int fd, const void* buf, size_t n) {
+  if (DescRef d = MapfsFd(fd)) return WriteAt(*d, fd, buf, n, -1);
+  return REAL(write)(fd, buf, n);
+}
+MAPFS_EXPORT ssize_t pread(int fd, void* buf, size_t n, off_t off) {
+  if (DescRef d = MapfsFd(fd)) return off < 0 ? FailErrno(EINVAL) : ReadAt(*d, fd, buf, n, off);
+  return REAL(pread)(fd, buf, n, off);
+}
+MAPFS_EXPORT ssize_t pread64(int fd, void* buf, size_t n, off_t off) { return pread(fd, buf, n, off); }
+MAPFS_EXPORT ssize_t __pread_chk(int fd, void* buf, size_t n, off_t off, size_t) { return pread(fd, buf, n, off); }
+MAPFS_EXPORT ssize_t __pread64_chk(int fd, void* buf, size_t n, off_t off, size_t) { return pread(fd, buf, n, off); }
+MAPFS_EXPORT ssize_t pwrite(int fd, const void* buf, size_t n, off_t off) {
+  if (DescRef d = MapfsFd(fd)) return off < 0 ? FailErrno(EINVAL) : WriteAt(*d, fd, buf, n, off);
+  return REAL(pwrite)(fd, buf, n, off);
+}
+MAPFS_EXPORT ssize_t pwrite64(int fd, const void* buf, size_t n, off_t off) { return pwrite(fd, buf, n, off); }
+
+MAPFS_EXPORT ssize_t readv(int fd, const struct iovec* iov, int cnt) {
+  if (DescRef d = MapfsFd(fd)) return ReadV(*d, fd, iov, cnt, -1);
+  return REAL(readv)(fd, iov, cnt);
+}
+MAPFS_EXPORT ssize_t writev(int fd, const struct iovec* iov, int cnt) {
+  if (DescRef d = MapfsFd(fd)) return WriteV(*d, fd, iov, cnt, -1);
+  return REAL(writev)(fd, iov, cnt);
+}
+MAPFS_EXPORT ssize_t preadv(int fd, const struct iovec* iov, int cnt, off_t off) {
+  if (DescRef d = MapfsFd(fd)) return off < 0 ? FailErrno(EINVAL) : ReadV(*d, fd, iov, cnt, off);
+  return REAL(preadv)(fd, iov, cnt, off);
+}
+MAPFS_EXPORT ssize_t preadv64(int fd, const struct iovec* iov, int cnt, off_t off) { return preadv(fd, iov, cnt, off); }
+MAPFS_EXPORT ssize_t pwritev(int fd, const struct iovec* iov, int cnt, off_t off) {
+  if (DescRef d = MapfsFd(fd)) return off < 0 ? FailErrno(EINVAL) : WriteV(*d, fd, iov, cnt, off);
+  return REAL(pwritev)(fd, iov, cnt, off);
+}
+MAPFS_EXPORT ssize_t pwritev64(int fd, const struct iovec* iov, int cnt, off_t off) { return pwritev(fd, iov, cnt, off); }
+MAPFS_EXPORT ssize_t preadv2(int fd, const struct iovec* iov, int cnt, off_t off, int flags) {
+  if (DescRef d = MapfsFd(fd)) return ReadV(*d, fd, iov, cnt, off);  // flags are hints
+  return REAL(preadv2)(fd, iov, cnt, off, flags);
+}
+MAPFS_EXPORT ssize_t preadv64v2(int fd, const struct iovec* iov, int cnt, off_t off, int flags) {
+  return preadv2(fd, iov, cnt, off, flags);
+}
+MAPFS_EXPORT ssize_t pwritev2(int fd, const struct iovec* iov, int cnt, off_t off, int flags) {
+  if (DescRef d = MapfsFd(fd)) {
+    if (flags & ~(RWF_HIPRI | RWF_DSYNC | RWF_SYNC | RWF_NOWAIT | RWF_APPEND)) return FailErrno(EOPNOTSUPP);
+    ssize_t r = WriteV(*d, fd, iov, cnt, (flags & RWF_APPEND) ? -1 : off);
+    if (r >= 0 && (flags & (RWF_DSYNC | RWF_SYNC))) {
+      CoreScope cs;
+      (void)d->fsys->Fsync(*d->file);
+    }
+    return r;
+  }
+  return REAL(pwritev2)(fd, iov, cnt, off, flags);
+}
+MAPFS_EXPORT ssize_t pwritev64v2(int fd, const struct iovec* iov, int cnt, off_t off, int flags) {
+  return pwritev2(fd, iov, cnt, off, flags);
+}
+
+MAPFS_EXPORT off_t lseek(int fd, off_t off, int whence) {
+  if (DescRef d = MapfsFd(fd)) {
+    CoreScope cs;
+    Shim& s = Shim::Get();
+    if (d->kernel_offset.load()) d->file->offset = static_cast<uint64_t>(s.Offset(*d, fd));
+    auto r = d->fsys->Seek(*d->file, off, whence);
+    if (!r.ok()) return Fail(r.status());
+    if (d->kernel_offset.load()) s.SetOffset(*d, fd, static_cast<int64_t>(*r));
+    return static_cast<off_t>(*r);
+  }
+  return REAL(lseek)(fd, off, whence);
+}
+MAPFS_EXPORT off64_t lseek64(int fd, off64_t off, int whence) { return lseek(fd, off, whence); }
+
+// ---------------------------------------------------------------- sync, size
+
+MAPFS_EXPORT int fsync(int fd) {
+  if (DescRef d = MapfsFd(fd)) {
+    CoreScope cs;
+    Status st = d->fsys->Fsync(*d->file);
+    return st.ok() ? 0 : Fail(st);
+  }
+  return REAL(fsync)(fd);
+}
+MAPFS_EXPORT int fdatasync(int fd) {
+  if (MapfsFd(fd)) return fsync(fd);
+  return REAL(fdatasync)(fd);
+}
+MAPFS_EXPORT int sync_file_range(int fd, off64_t off, off64_t n, unsigned flags) {
+  if (MapfsFd(fd)) {
+    if (off < 0 || n < 0 || (flags & ~7u)) return FailErrno(EINVAL);
+    return fsync(fd);
+  }
+  return REAL(sync_file_range)(fd, off, n, flags);
+}
+MAPFS_EXPORT int syncfs(int fd) {
+  if (MapfsFd(fd)) return fsync(fd);
+  return REAL(syncfs)(fd);
+}
+
+MAPFS_EXPORT int ftruncate(int fd, off_t size) {
+  if (DescRef d = MapfsFd(fd)) {
+    CoreScope cs;
+    Status st = d->fsys->Ftruncate(*d->file, size);
+    return st.ok() ? 0 : Fail(st);
+  }
+  return REAL(ftruncate)(fd, size);
+}
+MAPFS_EXPORT int ftruncate64(int fd, off64_t size) { return ftruncate(fd, size); }
+
+MAPFS_EXPORT int fallocate(int fd, int mode, off_t off, off_t len) {
+  if (DescRef d = MapfsFd(fd)) {
+    CoreScope cs;
+    Status st = d->fsys->Fallocate(*d->file, mode, off, len);
+    return st.ok() ? 0 : Fail(st);
+  }
+  return REAL(fallocate)(fd, mode, off, len);
+}
+MAPFS_EXPORT int fallocate64(int fd, int mode, off64_t off, off64_t len) { return fallocate(fd, mode, off, len); }
+// posix_fallocate returns the error instead of setting errno.
+MAPFS_EXPORT int posix_fallocate(int fd, off_t off, off_t len) {
+  if (MapfsFd(fd)) {
+    if (off < 0 || len <= 0) return EINVAL;
+    int saved = errno;
+    int r = fallocate(fd, 0, off, len);
+    int e = r == 0 ? 0 : errno;
+    errno = saved;
+    return e;
+  }
+  return REAL(posix_fallocate)(fd, off, len);
+}
+MAPFS_EXPORT int posix_fallocate64(int fd, off64_t off, off64_t len) { return posix_fallocate(fd, off, len); }
+MAPFS_EXPORT int posix_fadvise(int fd, off_t off, off_t len, int advice) {
+  if (MapfsFd(fd)) return (advice < 0 || advice > 5 || len < 0) ? EINVAL : 0;  // advice only
+  return REAL(posix_fadvise)(fd, off, len, advice);
+}
+MAPFS_EXPORT int posix_fadvise64(int fd, off64_t off, off64_t len, int advice) {
+  return posix_fadvise(fd, off, len, advice);
+}
+
+// ---------------------------------------------------------------- fcntl
+
+MAPFS_EXPORT int fcntl(int fd, int cmd, ...) {
+  va_list ap;
+  va_start(ap, cmd);
+  void* arg = va_arg(ap, void*);
+  va_end(ap);
+  DescRef d = MapfsFd(fd);
+  if (!d) return REAL(fcntl)(fd, cmd, arg);
+  long iarg = reinterpret_cast<long>(arg);
+  switch (cmd) {
+    case F_DUPFD:
+    case F_DUPFD_CLOEXEC:
+      if (iarg < 0) return FailErrno(EINVAL);
+      return Shim::Get().Install(std::move(d), cmd == F_DUPFD_CLOEXEC, static_cast<int>(iarg));
+    case F_GETFD:
+    case F_SETFD:
+      return REAL(fcntl)(fd, cmd, arg);
+    case F_GETFL: {
+      int fl = d->file->flags & (O_ACCMODE | O_APPEND | O_NONBLOCK | O_SYNC | O_DSYNC | O_DIRECT | O_NOATIME |
+                                 O_ASYNC | O_DIRECTORY | O_NOFOLLOW | O_PATH);
+      return fl | 0100000;  // the kernel reports O_LARGEFILE on 64-bit
+    }
+    case F_SETFL: {
+      constexpr int kSettable = O_APPEND | O_NONBLOCK | O_ASYNC | O_DIRECT | O_NOATIME;
+      d->file->flags = (d->file->flags & ~kSettable) | (static_cast<int>(iarg) & kSettable);
+      return 0;
+    }
+    case F_GETLK:
+    case F_SETLK:
+    case F_SETLKW:
+    case F_OFD_GETLK:
+    case F_OFD_SETLK:
+    case F_OFD_SETLKW:
+      return RecordLock(*d, fd, cmd, static_cast<struct flock*>(arg));
+    case F_GETOWN:
+    case F_SETOWN:
+    case F_GETSIG:
+    case F_SETSIG:
+      return REAL(fcntl)(fd, cmd, arg);
+    case F_GETPIPE_SZ:
+    case F_SETPIPE_SZ:
+      return FailErrno(EBADF);
+    case F_ADD_SEALS:
+    case F_GET_SEALS:
+      return FailErrno(EINVAL);
+    default:
+      return FailErrno(EINVAL);
+  }
+}
+MAPFS_EXPORT int fcntl64(int fd, int cmd, ...) {
+  va_list ap;
+  va_start(ap, cmd);
+  void* arg = va_arg(ap, void*);
+  va_end(ap);
+  return fcntl(fd, cmd, arg);
+}
+
+MAPFS_EXPORT int flock(int fd, int op) {
+  if (DescRef d = MapfsFd(fd)) return FileLock(*d, op);
+  return REAL(flock)(fd, op);
+}
+MAPFS_EXPORT int lockf(int fd, int cmd, off_t len) {
+  if (!MapfsFd(fd)) return REAL(lockf)(fd, cmd, len);
+  struct flock fl{};
+  fl.l_whence = SEEK_CUR;
+  fl.l_start = 0;
+  fl.l_len = len;
+  switch (cmd) {
+    case F_ULOCK: fl.l_type = F_UNLCK; return fcntl(fd, F_SETLK, &fl);
+    case F_LOCK: fl.l_type = F_WRLCK; return fcntl(fd, F_SETLKW, &fl);
+    case F_TLOCK: fl.l_type = F_WRLCK; return fcntl(fd, F_SETLK, &fl);
+    case F_TEST:
+      fl.l_type = F_WRLCK;
+      if (fcntl(fd, F_GETLK, &fl) != 0) return -1;
+      if (fl.l_type == F_UNLCK || fl.l_pid == getpid()) return 0;
+      return FailErrno(EACCES);
+    default: return FailErrno(EINVAL);
+  }
+}
+MAPFS_EXPORT int lockf64(int fd, int cmd, off64_t len) { return lockf(fd, cmd, len); }

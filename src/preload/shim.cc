@@ -1,0 +1,656 @@
+#include "preload/shim.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <climits>
+#include <cstring>
+#include <vector>
+
+#include "preload/real.h"
+#include "preload/stdio_redirect.h"
+
+namespace mapfs::preload {
+
+thread_local int in_core __attribute__((tls_model("initial-exec"))) = 0;
+
+int Fail(const Status& st) {
+  errno = st.code() ? st.code() : EIO;
+  return -1;
+}
+
+namespace {
+
+constexpr char kRecordMagic[8] = {'M', 'A', 'P', 'F', 'S', 'F', 'D', '1'};
+constexpr char kMemfdName[] = "mapfs-fd";
+constexpr char kCwdMagic[8] = {'M', 'A', 'P', 'F', 'S', 'C', 'W', 'D'};
+constexpr char kCwdMemfdName[] = "mapfs-cwd";
+
+// What a placeholder memfd holds after a handoff: enough for a new image
+// (after exec) to adopt the description.
+struct HandoffRecord {
+  char magic[8];
+  uint64_t ino;
+  int32_t flags;
+  int32_t status_flags;
+  uint32_t pool_len;
+  uint32_t path_len;
+  // followed by the pool path, then the mapfs path
+};
+
+Shim* g_shim = nullptr;
+
+void AtforkPrepare() {
+  if (g_shim != nullptr && g_shim->enabled()) g_shim->Handoff();
+}
+void AtforkParent() {}
+void AtforkChild() {
+  if (g_shim != nullptr && g_shim->enabled()) g_shim->AfterForkChild();
+}
+
+// Lexically normalises an absolute path (collapses "//", ".", ".."),
+// keeping a trailing slash.
+std::string Normalize(std::string_view p) {
+  std::vector<std::string_view> parts;
+  size_t i = 0;
+  while (i < p.size()) {
+    while (i < p.size() && p[i] == '/') i++;
+    size_t j = i;
+    while (j < p.size() && p[j] != '/') j++;
+    std::string_view c = p.substr(i, j - i);
+    if (c.empty() || c == ".") {
+    } else if (c == "..") {
+      if (!parts.empty()) parts.pop_back();
+    } else {
+      parts.push_back(c);
+    }
+    i = j;
+  }
+  std::string out;
+  for (auto c : parts) {
+    out += '/';
+    out += c;
+  }
+  if (out.empty()) out = "/";
+  else if (p.size() > 1 && p.back() == '/') out += '/';
+  return out;
+}
+
+bool HasComponent(std::string_view p, std::string_view name) {
+  size_t i = 0;
+  while ((i = p.find(name, i)) != std::string_view::npos) {
+    bool start = i == 0 || p[i - 1] == '/';
+    bool end = i + name.size() == p.size() || p[i + name.size()] == '/';
+    if (start && end) return true;
+    i += name.size();
+  }
+  return false;
+}
+
+bool HasDotDot(std::string_view p) {
+  size_t i = 0;
+  while ((i = p.find("..", i)) != std::string_view::npos) {
+    bool start = i == 0 || p[i - 1] == '/';
+    bool end = i + 2 == p.size() || p[i + 2] == '/';
+    if (start && end) return true;
+    i += 2;
+  }
+  return false;
+}
+
+// Whether walking `rel` lexically from depth `depth` below the pool root
+// climbs above it.
+bool Escapes(std::string_view rel, int depth) {
+  size_t i = 0;
+  while (i < rel.size()) {
+    while (i < rel.size() && rel[i] == '/') i++;
+    size_t j = i;
+    while (j < rel.size() && rel[j] != '/') j++;
+    std::string_view c = rel.substr(i, j - i);
+    if (c == "..") {
+      if (--depth < 0) return true;
+    } else if (!c.empty() && c != ".") {
+      depth++;
+    }
+    i = j;
+  }
+  return false;
+}
+
+int Depth(std::string_view p) {
+  int d = 0;
+  for (size_t i = 0; i < p.size(); i++)
+    if (p[i] != '/' && (i == 0 || p[i - 1] == '/')) d++;
+  return d;
+}
+
+}  // namespace
+
+std::string NormalizePath(std::string_view p) { return Normalize(p); }
+
+int MoveHigh(int fd) {
+  static int base = [] {
+    struct rlimit rl;
+    if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return 1000;
+    return rl.rlim_cur > 1100 ? 1000 : static_cast<int>(rl.rlim_cur * 3 / 4);
+  }();
+  if (fd < 0 || fd >= base) return fd;
+  int fl = REAL(fcntl)(fd, F_GETFD);
+  int high = REAL(fcntl)(fd, (fl & FD_CLOEXEC) ? F_DUPFD_CLOEXEC : F_DUPFD, base);
+  if (high < 0) return fd;  // no room up there: keep the low number
+  REAL(close)(fd);
+  return high;
+}
+
+Desc::~Desc() {
+  if (lock_fd.load() >= 0) REAL(close)(lock_fd.load());  // drops its OFD locks and flock
+  if (file) {
+    CoreScope cs;
+    (void)fsys->Close(*file);
+  }
+}
+
+Shim& Shim::Get() {
+  static Shim* s = [] {
+    auto* p = new Shim();  // never destroyed: wrappers may run during exit
+    g_shim = p;
+    if (p->enabled_) {
+      ::pthread_atfork(AtforkPrepare, AtforkParent, AtforkChild);
+      p->Adopt();
+    }
+    return p;
+  }();
+  return *s;
+}
+
+Shim::Shim() {
+  CoreScope cs;
+  const char* pool = std::getenv("MAPFS_POOL");
+  if (pool == nullptr || *pool == '\0') return;
+  pool_ = pool;
+  const char* mnt = std::getenv("MAPFS_MOUNT");
+  prefix_ = Normalize(mnt && *mnt ? mnt : "/mapfs");
+  if (prefix_.size() > 1 && prefix_.back() == '/') prefix_.pop_back();
+  if (prefix_ == "/") return;  // the whole tree cannot belong to mapfs
+  prefix_name_ = prefix_.substr(prefix_.rfind('/') + 1);
+  devnull_ = MoveHigh(REAL(open)("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (devnull_ < 0) return;
+  enabled_ = true;
+}
+
+fs::FileSystem* Shim::Fs() {
+  if (!enabled_) {
+    errno = ENOSYS;
+    return nullptr;
+  }
+  std::call_once(mount_once_, [this] {
+    CoreScope cs;
+    fs::FsOptions fo;
+    if (const char* m = std::getenv("MAPFS_MODE")) {
+      if (!std::strcmp(m, "posix")) fo.mode = 0;
+      else if (!std::strcmp(m, "sync")) fo.mode = 1;
+      else if (!std::strcmp(m, "strict")) fo.mode = 2;
+    }
+    auto r = fs::FileSystem::Mount(pool_, fo);
+    if (r.ok()) fs_ = std::move(*r);
+    else mount_errno_ = r.status().code() ? r.status().code() : EIO;
+  });
+  if (!fs_ || down_.load(std::memory_order_acquire)) {
+    errno = fs_ ? EIO : mount_errno_;
+    return nullptr;
+  }
+  return fs_.get();
+}
+
+void Shim::Shutdown() {
+  if (!enabled_ || !fs_ || down_.exchange(true)) return;
+  ::fflush(nullptr);  // cookie streams write through the file system
+  std::vector<DescRef> all;
+  {
+    std::unique_lock<std::shared_mutex> g(mu_);
+    for (int b = 0; b < kL1; b++) {
+      DescRef* blk = table_[b].load();
+      if (blk == nullptr) continue;
+      for (int i = 0; i < kL2; i++)
+        if (blk[i]) all.push_back(std::move(blk[i]));
+    }
+  }
+  all.clear();  // closes the descriptions this process holds
+  CoreScope cs;
+  (void)fs_->Unmount();
+}
+
+namespace {
+// At load: descriptors inherited across exec must be adopted before the
+// program does its first I/O, which may be through stdio (whose writes the
+// shim never sees) rather than a call that would start the shim lazily.
+__attribute__((constructor)) void ShimAtLoad() {
+  const char* pool = std::getenv("MAPFS_POOL");
+  if (pool != nullptr && *pool != '\0') (void)Shim::Get();
+}
+
+// Runs after main's atexit handlers and before the C library's own flush of
+// stdio, which is why Shutdown flushes first.
+__attribute__((destructor)) void ShimAtExit() {
+  if (g_shim != nullptr) g_shim->Shutdown();
+}
+}  // namespace
+
+Route Shim::Classify(int dirfd, const char* path) {
+  Route r;
+  if (!enabled_ || path == nullptr || in_core) return r;
+  std::string_view p(path);
+  if (p.empty()) return r;
+  std::string full;
+  if (p[0] != '/') {
+    uint64_t at;
+    std::string base;
+    bool mapfs_dir = false;
+    if (dirfd == AT_FDCWD) {
+      mapfs_dir = cwd_mapfs_.load(std::memory_order_acquire);
+      if (mapfs_dir) {
+        std::lock_guard<std::mutex> g(cwd_mu_);
+        at = cwd_ino_;
+        base = cwd_path_;
+      }
+    } else if (IsMapfs(dirfd)) {
+      DescRef d = Lookup(dirfd);
+      if (!d) return r;
+      mapfs_dir = true;
+      at = d->file->ino;
+      base = d->path;
+    }
+    if (!mapfs_dir) {
+      // A kernel directory: the path can only enter mapfs through the
+      // mount's own name (rsync walks "/" then "mapfs" with openat).
+      if (!HasComponent(p, prefix_name_)) return r;
+      char dir[PATH_MAX];
+      if (dirfd == AT_FDCWD) {
+        if (REAL(getcwd)(dir, sizeof dir) == nullptr) return r;
+      } else {
+        std::string self = "/proc/self/fd/" + std::to_string(dirfd);
+        ssize_t n = REAL(readlink)(self.c_str(), dir, sizeof dir - 1);
+        if (n <= 0 || dir[0] != '/') return r;
+        dir[n] = '\0';
+      }
+      full = std::string(dir) + "/" + std::string(p);
+      p = full;
+    } else if (!HasDotDot(p) || !Escapes(p, Depth(base))) {
+      r.mapfs = true;
+      r.at = at;
+      r.path.assign(p);
+      r.base = std::move(base);
+      return r;
+    } else {
+      full = prefix_ + base + "/" + std::string(p);
+      p = full;
+    }
+  }
+  // Absolute. Fast path: a plain prefix match.
+  std::string_view q = p;
+  while (q.size() > 1 && q[0] == '/' && q[1] == '/') q.remove_prefix(1);
+  auto under = [&](std::string_view s) {
+    return s.size() >= prefix_.size() && s.compare(0, prefix_.size(), prefix_) == 0 &&
+           (s.size() == prefix_.size() || s[prefix_.size()] == '/');
+  };
+  if (!HasDotDot(q)) {
+    if (!under(q)) return r;
+    r.mapfs = true;
+    r.path = q.size() == prefix_.size() ? "/" : std::string(q.substr(prefix_.size()));
+    return r;
+  }
+  std::string n = Normalize(q);
+  if (!under(n)) {
+    // Leaves mapfs (or never entered it): the kernel gets the normalised path.
+    if (under(q)) r.path = n;  // keep the kernel from seeing "/mapfs/.."
+    return r;
+  }
+  r.mapfs = true;
+  r.path = under(q) ? std::string(q.substr(prefix_.size())) : n.substr(prefix_.size());
+  if (r.path.empty()) r.path = "/";
+  return r;
+}
+
+// ---------------------------------------------------------------- table
+
+bool Shim::IsMapfs(int fd) const {
+  if (fd < 0 || fd >= kL1 * kL2) return false;
+  DescRef* blk = table_[fd / kL2].load(std::memory_order_acquire);
+  if (blk == nullptr) return false;
+  // A racy peek is enough to say "not ours": numbers are only ours while
+  // their placeholder exists, and a call racing its own close is a bug of
+  // the program's. Callers that go on take the lock in Lookup.
+  std::shared_lock<std::shared_mutex> g(mu_);
+  return static_cast<bool>(blk[fd % kL2]);
+}
+
+DescRef Shim::Lookup(int fd) const {
+  if (fd < 0 || fd >= kL1 * kL2) return nullptr;
+  DescRef* blk = table_[fd / kL2].load(std::memory_order_acquire);
+  if (blk == nullptr) return nullptr;
+  std::shared_lock<std::shared_mutex> g(mu_);
+  return blk[fd % kL2];
+}
+
+int Shim::Placeholder(bool cloexec, int min_fd) {
+  return REAL(fcntl)(devnull_, cloexec ? F_DUPFD_CLOEXEC : F_DUPFD, min_fd);
+}
+
+int Shim::AnyFdOf(const Desc* d) const {
+  std::shared_lock<std::shared_mutex> g(mu_);
+  for (int b = 0; b < kL1; b++) {
+    DescRef* blk = table_[b].load();
+    if (blk == nullptr) continue;
+    for (int i = 0; i < kL2; i++)
+      if (blk[i].get() == d) return b * kL2 + i;
+  }
+  return -1;
+}
+
+DescRef& Shim::SlotLocked(int fd) {
+  DescRef* blk = table_[fd / kL2].load();
+  if (blk == nullptr) {
+    blk = new DescRef[kL2];
+    table_[fd / kL2].store(blk, std::memory_order_release);
+  }
+  return blk[fd % kL2];
+}
+
+int Shim::Install(DescRef d, bool cloexec, int min_fd) {
+  int fd = Placeholder(cloexec, min_fd);
+  if (fd < 0) return -1;
+  if (fd >= kL1 * kL2) {
+    REAL(close)(fd);
+    return FailErrno(EMFILE);
+  }
+  if (d->kernel_offset.load()) {
+    // The description already has its memfd: share it.
+    int src = AnyFdOf(d.get());
+    if (src >= 0) REAL(dup3)(src, fd, cloexec ? O_CLOEXEC : 0);
+  }
+  std::unique_lock<std::shared_mutex> g(mu_);
+  SlotLocked(fd) = std::move(d);
+  return fd;
+}
+
+int Shim::InstallAt(DescRef d, int newfd, bool cloexec) {
+  if (newfd < 0 || newfd >= kL1 * kL2) return FailErrno(EBADF);
+  int src = AnyFdOf(d.get());  // a descriptor of `d` to duplicate onto newfd
+  DescRef old;
+  std::unique_lock<std::shared_mutex> g(mu_);
+  int r = src >= 0 ? REAL(dup3)(src, newfd, cloexec ? O_CLOEXEC : 0) : -1;
+  if (src < 0) {
+    int tmp = REAL(fcntl)(devnull_, F_DUPFD_CLOEXEC, 0);
+    if (tmp < 0) return -1;
+    r = REAL(dup3)(tmp, newfd, cloexec ? O_CLOEXEC : 0);
+    REAL(close)(tmp);
+  }
+  if (r < 0) return -1;
+  DescRef& slot = SlotLocked(newfd);
+  old = std::move(slot);
+  slot = std::move(d);
+  g.unlock();
+  old.reset();
+  if (newfd <= 2) FixStdio(newfd);
+  return newfd;
+}
+
+DescRef Shim::Remove(int fd) {
+  if (fd < 0 || fd >= kL1 * kL2) return nullptr;
+  DescRef* blk = table_[fd / kL2].load();
+  if (blk == nullptr) return nullptr;
+  std::unique_lock<std::shared_mutex> g(mu_);
+  return std::move(blk[fd % kL2]);
+}
+
+void Shim::ForgetRange(unsigned lo, unsigned hi) {
+  std::vector<DescRef> gone;
+  std::unique_lock<std::shared_mutex> g(mu_);
+  for (int b = static_cast<int>(lo / kL2); b < kL1 && static_cast<unsigned>(b) * kL2 <= hi; b++) {
+    DescRef* blk = table_[b].load();
+    if (blk == nullptr) continue;
+    for (int i = 0; i < kL2; i++) {
+      unsigned fd = static_cast<unsigned>(b * kL2 + i);
+      if (fd >= lo && fd <= hi && blk[i]) gone.push_back(std::move(blk[i]));
+    }
+  }
+  g.unlock();
+}
+
+// ---------------------------------------------------------------- offsets
+
+int64_t Shim::Offset(const Desc& d, int fd) {
+  if (d.kernel_offset.load(std::memory_order_acquire)) return REAL(lseek)(fd, 0, SEEK_CUR);
+  return static_cast<int64_t>(d.file->offset);
+}
+
+void Shim::SetOffset(Desc& d, int fd, int64_t off) {
+  if (d.kernel_offset.load(std::memory_order_acquire)) REAL(lseek)(fd, off, SEEK_SET);
+  else d.file->offset = static_cast<uint64_t>(off);
+}
+
+// ---------------------------------------------------------------- handoff
+
+void Shim::Handoff() {
+  std::unique_lock<std::shared_mutex> g(mu_);
+  // Group the descriptor numbers by description.
+  std::vector<std::pair<Desc*, std::vector<int>>> groups;
+  for (int b = 0; b < kL1; b++) {
+    DescRef* blk = table_[b].load();
+    if (blk == nullptr) continue;
+    for (int i = 0; i < kL2; i++) {
+      if (!blk[i] || blk[i]->kernel_offset.load()) continue;
+      Desc* d = blk[i].get();
+      auto it = groups.begin();
+      while (it != groups.end() && it->first != d) ++it;
+      if (it == groups.end()) groups.push_back({d, {b * kL2 + i}});
+      else it->second.push_back(b * kL2 + i);
+    }
+  }
+  CoreScope cs;
+  HandoffCwd();
+  for (auto& [d, fds] : groups) {
+    int mfd = ::memfd_create(kMemfdName, MFD_CLOEXEC);
+    if (mfd < 0) continue;
+    HandoffRecord rec{};
+    std::memcpy(rec.magic, kRecordMagic, 8);
+    rec.ino = d->file->ino;
+    rec.flags = d->file->flags;
+    rec.status_flags = d->status_flags;
+    rec.pool_len = static_cast<uint32_t>(pool_.size());
+    rec.path_len = static_cast<uint32_t>(d->path.size());
+    std::string buf(reinterpret_cast<const char*>(&rec), sizeof rec);
+    buf += pool_;
+    buf += d->path;
+    bool ok = REAL(pwrite)(mfd, buf.data(), buf.size(), 0) == static_cast<ssize_t>(buf.size());
+    // A read-only description of the memfd: a raw write() that bypasses the
+    // shim fails instead of vanishing into the record.
+    std::string self = "/proc/self/fd/" + std::to_string(mfd);
+    int ro = ok ? REAL(open)(self.c_str(), O_RDONLY | O_CLOEXEC) : -1;
+    REAL(close)(mfd);
+    if (ro < 0) continue;
+    REAL(lseek)(ro, static_cast<off_t>(d->file->offset), SEEK_SET);
+    for (int fd : fds) {
+      int fdflags = REAL(fcntl)(fd, F_GETFD);
+      REAL(dup3)(ro, fd, (fdflags & FD_CLOEXEC) ? O_CLOEXEC : 0);
+    }
+    REAL(close)(ro);
+    d->kernel_offset.store(true);
+  }
+}
+
+void Shim::HandoffCwd() {
+  if (!cwd_mapfs_.load()) {
+    if (cwd_fd_ >= 0) REAL(close)(cwd_fd_);
+    cwd_fd_ = -1;
+    return;
+  }
+  if (cwd_fd_ < 0) {
+    cwd_fd_ = MoveHigh(::memfd_create(kCwdMemfdName, 0));
+    if (cwd_fd_ < 0) return;
+  }
+  std::string rec(kCwdMagic, 8);
+  uint32_t lens[2] = {static_cast<uint32_t>(pool_.size()), 0};
+  {
+    std::lock_guard<std::mutex> g(cwd_mu_);
+    lens[1] = static_cast<uint32_t>(cwd_path_.size());
+    rec.append(reinterpret_cast<const char*>(lens), sizeof lens);
+    rec += pool_;
+    rec += cwd_path_;
+  }
+  if (REAL(pwrite)(cwd_fd_, rec.data(), rec.size(), 0) != static_cast<ssize_t>(rec.size())) return;
+  REAL(ftruncate)(cwd_fd_, static_cast<off_t>(rec.size()));
+}
+
+void Shim::AfterForkChild() {
+  if (!fs_) return;
+  CoreScope cs;
+  (void)fs_->AfterFork();
+  for (int b = 0; b < kL1; b++) {
+    DescRef* blk = table_[b].load();
+    if (blk == nullptr) continue;
+    std::vector<Desc*> seen;
+    for (int i = 0; i < kL2; i++) {
+      if (!blk[i]) continue;
+      bool dup = false;
+      for (Desc* s : seen) dup |= s == blk[i].get();
+      if (dup) continue;
+      seen.push_back(blk[i].get());
+      fs_->RetainOpen(*blk[i]->file);
+    }
+  }
+}
+
+void Shim::Adopt() {
+  CoreScope cs;
+  // Started by posix_spawn/system/popen: the inherited open counts are the
+  // parent's, so this image adds its own (see proc_calls.cc).
+  bool counted = std::getenv("MAPFS_SPAWNED") == nullptr;
+  ::unsetenv("MAPFS_SPAWNED");
+  DIR* dir = REAL(opendir)("/proc/self/fd");
+  if (dir == nullptr) return;
+  std::vector<int> fds;
+  while (struct dirent* e = REAL(readdir64) ? reinterpret_cast<struct dirent*>(REAL(readdir64)(dir)) : nullptr) {
+    int fd = std::atoi(e->d_name);
+    if (e->d_name[0] < '0' || e->d_name[0] > '9' || fd == REAL(dirfd)(dir)) continue;
+    fds.push_back(fd);
+  }
+  REAL(closedir)(dir);
+  std::vector<std::pair<ino_t, DescRef>> by_memfd;
+  for (int fd : fds) {
+    char link[64];
+    std::string self = "/proc/self/fd/" + std::to_string(fd);
+    ssize_t n = REAL(readlink)(self.c_str(), link, sizeof link - 1);
+    if (n <= 0) continue;
+    link[n] = '\0';
+    if (std::strncmp(link, "/memfd:mapfs-cwd", 16) == 0) {
+      AdoptCwd(fd);
+      continue;
+    }
+    if (std::strncmp(link, "/memfd:mapfs-fd", 15) != 0) continue;
+    struct stat st;
+    if (REAL(fstat)(fd, &st) != 0) continue;
+    DescRef d;
+    for (auto& [i, dr] : by_memfd)
+      if (i == st.st_ino) d = dr;
+    if (!d) {
+      HandoffRecord rec;
+      if (REAL(pread)(fd, &rec, sizeof rec, 0) != sizeof rec || std::memcmp(rec.magic, kRecordMagic, 8) != 0) continue;
+      std::string tail(rec.pool_len + rec.path_len, '\0');
+      if (REAL(pread)(fd, tail.data(), tail.size(), sizeof rec) != static_cast<ssize_t>(tail.size())) continue;
+      if (tail.substr(0, rec.pool_len) != pool_) continue;
+      fs::FileSystem* f = Fs();
+      if (f == nullptr) continue;
+      auto of = f->Adopt(rec.ino, rec.flags, counted);
+      if (!of.ok()) continue;
+      d = std::make_shared<Desc>(f, std::move(*of));
+      d->status_flags = rec.status_flags;
+      d->path = tail.substr(rec.pool_len);
+      d->kernel_offset.store(true);
+      by_memfd.push_back({st.st_ino, d});
+    }
+    std::unique_lock<std::shared_mutex> g(mu_);
+    SlotLocked(fd) = d;
+  }
+  for (int fd = 0; fd <= 2; fd++)
+    if (IsMapfs(fd)) FixStdio(fd);
+  AdoptCwdFromEnv();
+}
+
+// ---------------------------------------------------------------- cwd
+
+void Shim::AdoptCwd(int fd) {
+  char hdr[16];
+  std::string path;
+  if (REAL(pread)(fd, hdr, sizeof hdr, 0) == sizeof hdr && std::memcmp(hdr, kCwdMagic, 8) == 0) {
+    uint32_t lens[2];
+    std::memcpy(lens, hdr + 8, sizeof lens);
+    std::string tail(lens[0] + lens[1], '\0');
+    if (REAL(pread)(fd, tail.data(), tail.size(), sizeof hdr) == static_cast<ssize_t>(tail.size()) &&
+        tail.substr(0, lens[0]) == pool_)
+      path = tail.substr(lens[0]);
+  }
+  REAL(close)(fd);  // a later handoff makes a new one for this image's children
+  if (path.empty() || path[0] != '/') return;
+  fs::FileSystem* f = Fs();
+  if (f == nullptr) return;
+  CoreScope cs;
+  auto ino = f->Lookup(path, true, 0);
+  if (ino.ok()) Chdir(*ino, path);
+}
+
+bool Shim::CwdIsMapfs() const { return cwd_mapfs_.load(std::memory_order_acquire); }
+
+std::string Shim::CwdPath() const {
+  std::lock_guard<std::mutex> g(cwd_mu_);
+  return cwd_path_;
+}
+
+int Shim::Chdir(uint64_t ino, std::string mapfs_path) {
+  {
+    std::lock_guard<std::mutex> g(cwd_mu_);
+    cwd_ino_ = ino;
+    cwd_path_ = std::move(mapfs_path);
+    cwd_mapfs_.store(true, std::memory_order_release);
+  }
+  // Second channel for new images, for programs that close every inherited
+  // descriptor before exec (Python's subprocess) but pass `environ` on:
+  // the kernel's cwd (which stays where it was) names the moment it is
+  // valid for, so a stale copy of the environment is not believed.
+  struct stat st;
+  if (REAL(stat)(".", &st) == 0) {
+    std::string v = std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" + CwdPath();
+    ::setenv("MAPFS_CWD", v.c_str(), 1);
+  }
+  return 0;
+}
+
+void Shim::AdoptCwdFromEnv() {
+  const char* v = std::getenv("MAPFS_CWD");
+  if (v == nullptr || cwd_mapfs_.load()) return;
+  unsigned long long dev = 0, ino = 0;
+  int n = 0;
+  if (std::sscanf(v, "%llu:%llu:%n", &dev, &ino, &n) != 2 || v[n] != '/') return;
+  struct stat st;
+  if (REAL(stat)(".", &st) != 0 || st.st_dev != dev || st.st_ino != ino) return;
+  fs::FileSystem* f = Fs();
+  if (f == nullptr) return;
+  CoreScope cs;
+  auto i = f->Lookup(v + n, true, 0);
+  if (i.ok()) Chdir(*i, v + n);
+}
+
+void Shim::LeaveMapfsCwd() {
+  cwd_mapfs_.store(false, std::memory_order_release);
+  ::unsetenv("MAPFS_CWD");
+}
+
+void Shim::FixStdio(int fd) { RedirectStdStream(fd); }
+
+}  // namespace mapfs::preload

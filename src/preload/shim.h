@@ -1,0 +1,169 @@
+// The shim's state: which paths belong to mapfs, the mounted pool, and the
+// table of mapfs descriptors.
+//
+// Descriptor numbers come from the kernel: every mapfs descriptor is backed
+// by a kernel descriptor (a "placeholder") with the same number, so the
+// kernel never hands that number to anything else and close/dup/dup2/
+// O_CLOEXEC/fork/exec keep working on numbers as programs expect. A
+// placeholder is a dup of one read-only /dev/null descriptor (cheap); when
+// the process forks, spawns or execs, each description's placeholder is
+// swapped for a read-only memfd of its own ("handoff"): its kernel file
+// position then carries the description's offset (shared with children, as
+// POSIX wants) and its contents a record that lets a new image adopt it.
+//
+// Invariant: table[fd] != null  <=>  fd is a placeholder of that entry's
+// description. Entries are set after the placeholder exists and cleared
+// before it is closed.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+
+#include "fs/file_system.h"
+
+namespace mapfs::preload {
+
+// One open file description as the shim sees it.
+struct Desc {
+  Desc(fs::FileSystem* f, std::shared_ptr<fs::OpenFile> o) : fsys(f), file(std::move(o)) {}
+  Desc(const Desc&) = delete;
+  Desc& operator=(const Desc&) = delete;
+  ~Desc();
+  fs::FileSystem* fsys;
+  std::shared_ptr<fs::OpenFile> file;
+  // After a handoff the offset lives in the kernel, in the position of the
+  // placeholder memfd (shared with other processes).
+  std::atomic<bool> kernel_offset{false};
+  int status_flags = 0;  // O_APPEND | O_NONBLOCK ... as F_SETFL changes them
+  std::string path;      // mapfs path it was opened by (for /proc-like uses: fchdir, realpath)
+  std::atomic<int> lock_fd{-1};  // this description's own descriptor of the lock file (OFD locks, flock)
+};
+using DescRef = std::shared_ptr<Desc>;
+
+// A path sorted: the kernel's, or mapfs's (relative to directory `at`).
+struct Route {
+  bool mapfs = false;
+  uint64_t at = 0;
+  std::string path;  // mapfs: the path within the pool; kernel: a rewritten path, or empty
+  std::string base;  // mapfs, relative paths: the pool path of `at`
+  // The path the kernel should see.
+  const char* Kernel(const char* orig) const { return path.empty() ? orig : path.c_str(); }
+};
+
+class Shim {
+ public:
+  // The process's shim; set up on first use. Never null.
+  static Shim& Get();
+
+  // Whether mapfs is configured at all (MAPFS_POOL set).
+  bool enabled() const { return enabled_; }
+  const std::string& prefix() const { return prefix_; }
+
+  // The mounted file system, mounting on first use; null with errno set.
+  fs::FileSystem* Fs();
+
+  // Sorts a path given to a call relative to `dirfd` (AT_FDCWD for plain calls).
+  Route Classify(int dirfd, const char* path);
+
+  // Descriptor table.
+  DescRef Lookup(int fd) const;
+  bool IsMapfs(int fd) const;
+  // Installs `d` at a fresh placeholder >= min_fd; returns the fd or -1/errno.
+  int Install(DescRef d, bool cloexec, int min_fd = 0);
+  // Makes `newfd` a descriptor of `d` (dup2/dup3). -1/errno on failure.
+  int InstallAt(DescRef d, int newfd, bool cloexec);
+  // Forgets `fd` (the caller closes the kernel placeholder). Returns the entry.
+  DescRef Remove(int fd);
+  // Kernel descriptors are about to be replaced by dup2/dup3 or closed by
+  // close_range: forget any mapfs entry there.
+  void ForgetRange(unsigned lo, unsigned hi);
+
+  // Offsets: read and update the description's offset whichever side holds it.
+  int64_t Offset(const Desc& d, int fd);
+  void SetOffset(Desc& d, int fd, int64_t off);
+
+  // Before fork/vfork/posix_spawn/system/popen/exec: move every
+  // description's offset into the kernel and write its adoption record.
+  void Handoff();
+  // In the child of fork(): own mount identity, own open counts.
+  void AfterForkChild();
+
+  // Current directory inside mapfs (empty: the kernel's cwd is current).
+  bool CwdIsMapfs() const;
+  std::string CwdPath() const;
+  int Chdir(uint64_t ino, std::string mapfs_path);
+  void LeaveMapfsCwd();
+
+  // At process exit: flush stdio, close every description, unmount, so
+  // the pool is left clean. Later calls on mapfs paths fail with EIO.
+  void Shutdown();
+
+  // stdin/stdout/stderr are redirected to mapfs: let stdio reach them.
+  void FixStdio(int fd);
+
+  std::shared_mutex& table_mu() { return mu_; }
+
+ private:
+  Shim();
+  void Adopt();           // descriptors and cwd inherited across exec
+  void AdoptCwd(int fd);  // from the cwd memfd
+  void AdoptCwdFromEnv();  // from MAPFS_CWD when no memfd came
+
+  int Placeholder(bool cloexec, int min_fd);
+  int AnyFdOf(const Desc* d) const;  // some descriptor of d, or -1
+  DescRef& SlotLocked(int fd);       // table entry of fd (mu_ held exclusively)
+
+  bool enabled_ = false;
+  std::string pool_, prefix_;
+  std::string prefix_name_;  // last component of the prefix ("mapfs")
+  std::once_flag mount_once_;
+  std::unique_ptr<fs::FileSystem> fs_;
+  int mount_errno_ = 0;
+  std::atomic<bool> down_{false};
+  int devnull_ = -1;
+
+  mutable std::shared_mutex mu_;
+  static constexpr int kL1 = 1024, kL2 = 1024;  // fds below 1M
+  std::atomic<DescRef*> table_[kL1] = {};
+  mutable std::mutex cwd_mu_;
+  uint64_t cwd_ino_ = 0;
+  std::string cwd_path_;
+  // While the cwd is in mapfs, a memfd (not close-on-exec) that tells a new
+  // image where it is: the kernel's cwd cannot be in mapfs, and shells
+  // rebuild their children's environment, so the environment cannot say.
+  int cwd_fd_ = -1;
+  void HandoffCwd();
+  std::atomic<bool> cwd_mapfs_{false};
+};
+
+// Reentrancy guard: while the core runs (it calls open, mmap, ... itself),
+// every wrapper goes straight to the C library.
+extern thread_local int in_core __attribute__((tls_model("initial-exec")));
+struct CoreScope {
+  CoreScope() { in_core++; }
+  ~CoreScope() { in_core--; }
+  CoreScope(const CoreScope&) = delete;
+  CoreScope& operator=(const CoreScope&) = delete;
+};
+
+// Lexically normalises an absolute path ("//", ".", ".."), keeping a trailing slash.
+std::string NormalizePath(std::string_view p);
+
+// Moves a descriptor the shim or the core keeps for itself (the pool file,
+// the lock file, the placeholder template) above the numbers programs use:
+// shells dup2 onto 3..9 and park saved copies at 10 and up.
+int MoveHigh(int fd);
+
+// Status -> -1/errno.
+int Fail(const Status& st);
+inline int FailErrno(int e) {
+  errno = e;
+  return -1;
+}
+
+}  // namespace mapfs::preload

@@ -1,0 +1,442 @@
+// The shim's own semantics, checked from inside a process that runs under
+// it (shim_test.sh starts this binary with `mapfs run`): descriptor numbers,
+// shared offsets across dup/fork/exec, stdio, directories, the current
+// directory, locks between processes, memory maps and errors. Paths under
+// /mapfs are the pool; everything else must still reach the kernel.
+#include <dirent.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <limits.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+#include <string>
+
+extern char** environ;
+
+namespace {
+
+std::string Dir() {
+  static int n = 0;
+  std::string d = "/mapfs/t" + std::to_string(getpid()) + "_" + std::to_string(n++);
+  EXPECT_EQ(mkdir(d.c_str(), 0755), 0) << d << ": " << strerror(errno);
+  return d;
+}
+
+std::string ReadAll(const std::string& p) {
+  int fd = open(p.c_str(), O_RDONLY);
+  if (fd < 0) return "<" + std::string(strerror(errno)) + ">";
+  std::string s;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof buf)) > 0) s.append(buf, static_cast<size_t>(n));
+  close(fd);
+  return s;
+}
+
+void WriteAll(int fd, const std::string& s) { ASSERT_EQ(write(fd, s.data(), s.size()), static_cast<ssize_t>(s.size())); }
+
+int WaitChild(pid_t pid) {
+  int st = 0;
+  waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+TEST(Shim, OpenWriteReadAndKernelPathsUntouched) {
+  std::string d = Dir();
+  mode_t old = umask(027);
+  int fd = open((d + "/f").c_str(), O_CREAT | O_RDWR, 0666);
+  umask(old);
+  ASSERT_GE(fd, 0);
+  WriteAll(fd, "hello mapfs");
+  EXPECT_EQ(lseek(fd, 6, SEEK_SET), 6);
+  char buf[16] = {};
+  EXPECT_EQ(read(fd, buf, sizeof buf), 5);
+  EXPECT_STREQ(buf, "mapfs");
+  struct stat st;
+  ASSERT_EQ(fstat(fd, &st), 0);
+  EXPECT_EQ(st.st_size, 11);
+  EXPECT_EQ(st.st_mode & 0777, 0640u);
+  EXPECT_EQ(close(fd), 0);
+  // The kernel still serves everything else, and never saw the mapfs file.
+  struct stat k;
+  EXPECT_EQ(stat("/proc/self", &k), 0);
+  EXPECT_EQ(stat((d + "/f").c_str(), &k), 0);
+  EXPECT_NE(access("/mapfs", F_OK), -1);
+  EXPECT_EQ(stat(("/dev/shm" + d).c_str(), &k), -1);
+}
+
+TEST(Shim, DescriptorNumbersAreReservedFromTheKernel) {
+  std::string d = Dir();
+  int m = open((d + "/f").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+  ASSERT_GE(m, 0);
+  int k = open("/dev/null", O_RDONLY);
+  ASSERT_GE(k, 0);
+  EXPECT_NE(m, k);
+  EXPECT_EQ(fcntl(m, F_GETFD), FD_CLOEXEC);
+  EXPECT_EQ(fcntl(m, F_SETFD, 0), 0);
+  EXPECT_EQ(fcntl(m, F_GETFD), 0);
+  EXPECT_EQ(fcntl(m, F_GETFL) & O_ACCMODE, O_RDWR);
+  close(k);
+  EXPECT_EQ(close(m), 0);
+  EXPECT_EQ(close(m), -1);
+  EXPECT_EQ(errno, EBADF);
+  char c;
+  EXPECT_EQ(read(m, &c, 1), -1);
+  EXPECT_EQ(errno, EBADF);
+  // The number is free again for anyone.
+  int again = open("/dev/null", O_RDONLY);
+  EXPECT_LE(again, m);
+  close(again);
+}
+
+TEST(Shim, DupSharesTheOffsetAndDup2Replaces) {
+  std::string d = Dir();
+  int a = open((d + "/f").c_str(), O_CREAT | O_RDWR, 0644);
+  ASSERT_GE(a, 0);
+  int b = dup(a);
+  ASSERT_GE(b, 0);
+  WriteAll(a, "abc");
+  EXPECT_EQ(lseek(b, 0, SEEK_CUR), 3);
+  WriteAll(b, "def");
+  EXPECT_EQ(dup2(a, 77), 77);
+  EXPECT_EQ(lseek(77, 0, SEEK_CUR), 6);
+  int k = open("/dev/null", O_RDONLY);
+  EXPECT_EQ(dup2(k, b), b);  // a kernel file takes b's number
+  EXPECT_EQ(write(b, "x", 1), -1);  // /dev/null opened read-only: the kernel's answer
+  EXPECT_EQ(errno, EBADF);
+  close(k);
+  EXPECT_EQ(fcntl(a, F_DUPFD, 100), 100);
+  EXPECT_EQ(lseek(100, 0, SEEK_CUR), 6);
+  for (int fd : {a, b, 77, 100}) close(fd);
+  EXPECT_EQ(ReadAll(d + "/f"), "abcdef");
+}
+
+TEST(Shim, ForkSharesOffsetsBothWays) {
+  std::string d = Dir();
+  int fd = open((d + "/f").c_str(), O_CREAT | O_RDWR, 0644);
+  ASSERT_GE(fd, 0);
+  WriteAll(fd, "a");
+  pid_t pid = fork();
+  if (pid == 0) {
+    bool ok = write(fd, "b", 1) == 1;
+    int other = open((d + "/child").c_str(), O_CREAT | O_WRONLY, 0644);
+    ok = ok && other >= 0 && write(other, "c", 1) == 1 && close(other) == 0;
+    _exit(ok ? 0 : 1);
+  }
+  ASSERT_EQ(WaitChild(pid), 0);
+  EXPECT_EQ(lseek(fd, 0, SEEK_CUR), 2) << "the child's write moved the shared offset";
+  WriteAll(fd, "c");
+  close(fd);
+  EXPECT_EQ(ReadAll(d + "/f"), "abc");
+  EXPECT_EQ(ReadAll(d + "/child"), "c");
+}
+
+TEST(Shim, ExecInheritsDescriptorsAndOffsets) {
+  std::string d = Dir();
+  int fd = open((d + "/f").c_str(), O_CREAT | O_RDWR | O_APPEND, 0644);
+  ASSERT_GE(fd, 0);
+  WriteAll(fd, "1");
+  std::string cmd = "printf 2 >&" + std::to_string(fd) + "; printf 3 >> " + d + "/f; cat " + d + "/f > " + d + "/copy";
+  pid_t pid = fork();
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  ASSERT_EQ(WaitChild(pid), 0);
+  WriteAll(fd, "4");
+  close(fd);
+  EXPECT_EQ(ReadAll(d + "/f"), "1234");
+  EXPECT_EQ(ReadAll(d + "/copy"), "123");
+  // system() and popen() reach the same files.
+  EXPECT_EQ(system(("echo via-system > " + d + "/s").c_str()), 0);
+  EXPECT_EQ(ReadAll(d + "/s"), "via-system\n");
+  FILE* p = popen(("cat " + d + "/s").c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char line[64] = {};
+  ASSERT_NE(fgets(line, sizeof line, p), nullptr);
+  EXPECT_STREQ(line, "via-system\n");
+  EXPECT_EQ(pclose(p), 0);
+}
+
+TEST(Shim, StdioStreamsAreRealFiles) {
+  std::string d = Dir();
+  FILE* f = fopen((d + "/s").c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  EXPECT_GT(fprintf(f, "line %d\n", 1), 0);
+  EXPECT_GE(fputs("line 2\n", f), 0);
+  struct stat st;
+  ASSERT_EQ(fstat(fileno(f), &st), 0) << "fileno names the mapfs descriptor";
+  EXPECT_EQ(fclose(f), 0);
+  f = fopen((d + "/s").c_str(), "r");
+  ASSERT_NE(f, nullptr);
+  char line[32];
+  ASSERT_NE(fgets(line, sizeof line, f), nullptr);
+  EXPECT_STREQ(line, "line 1\n");
+  EXPECT_EQ(fseek(f, 0, SEEK_END), 0);
+  EXPECT_EQ(ftell(f), 14);
+  fclose(f);
+  f = fopen((d + "/s").c_str(), "a+");
+  ASSERT_NE(f, nullptr);
+  fputs("line 3\n", f);
+  fclose(f);
+  EXPECT_EQ(ReadAll(d + "/s"), "line 1\nline 2\nline 3\n");
+  EXPECT_EQ(fopen((d + "/none").c_str(), "r"), nullptr);
+  EXPECT_EQ(errno, ENOENT);
+  // stdout redirected to a mapfs file (what a shell does for `cmd > f`).
+  pid_t pid = fork();
+  if (pid == 0) {
+    int fd = open((d + "/out").c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    if (fd < 0 || dup2(fd, 1) != 1) _exit(1);
+    close(fd);
+    printf("printed %d\n", 42);
+    fflush(stdout);
+    _exit(0);
+  }
+  ASSERT_EQ(WaitChild(pid), 0);
+  EXPECT_EQ(ReadAll(d + "/out"), "printed 42\n");
+}
+
+TEST(Shim, DirectoriesListEveryEntryOnce) {
+  std::string d = Dir();
+  for (int i = 0; i < 300; i++) close(open((d + "/e" + std::to_string(i)).c_str(), O_CREAT | O_WRONLY, 0644));
+  ASSERT_EQ(mkdir((d + "/sub").c_str(), 0755), 0);
+  DIR* dir = opendir(d.c_str());
+  ASSERT_NE(dir, nullptr);
+  std::set<std::string> seen;
+  long mid = -1;
+  std::string after_mid;
+  while (struct dirent* e = readdir(dir)) {
+    EXPECT_TRUE(seen.insert(e->d_name).second) << e->d_name;
+    if (seen.size() == 100) mid = telldir(dir);
+  }
+  EXPECT_EQ(seen.size(), 303u);  // ., .., sub, 300 files
+  EXPECT_TRUE(seen.count(".") && seen.count("..") && seen.count("sub"));
+  ASSERT_GE(mid, 0);
+  seekdir(dir, mid);
+  int rest = 0;
+  while (readdir(dir) != nullptr) rest++;
+  EXPECT_EQ(rest, 203);
+  struct stat st;
+  EXPECT_EQ(fstat(dirfd(dir), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  EXPECT_EQ(closedir(dir), 0);
+  struct dirent** list;
+  int n = scandir(d.c_str(), &list, nullptr, alphasort);
+  ASSERT_EQ(n, 303);
+  EXPECT_STREQ(list[0]->d_name, ".");
+  for (int i = 0; i < n; i++) free(list[i]);
+  free(list);
+  EXPECT_EQ(opendir((d + "/e1").c_str()), nullptr);
+  EXPECT_EQ(errno, ENOTDIR);
+}
+
+TEST(Shim, CurrentDirectoryInsideMapfs) {
+  std::string d = Dir();
+  char old[PATH_MAX];
+  ASSERT_NE(getcwd(old, sizeof old), nullptr);
+  ASSERT_EQ(mkdir((d + "/sub").c_str(), 0755), 0);
+  ASSERT_EQ(chdir((d + "/sub").c_str()), 0);
+  char cwd[PATH_MAX];
+  ASSERT_NE(getcwd(cwd, sizeof cwd), nullptr);
+  EXPECT_EQ(std::string(cwd), d + "/sub");
+  int fd = open("rel", O_CREAT | O_WRONLY, 0644);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  struct stat st;
+  EXPECT_EQ(stat("../sub/rel", &st), 0);
+  EXPECT_EQ(stat((d + "/sub/rel").c_str(), &st), 0);
+  char real[PATH_MAX];
+  ASSERT_NE(realpath("../sub/./rel", real), nullptr);
+  EXPECT_EQ(std::string(real), d + "/sub/rel");
+  // Climbing out of the pool reaches the kernel's tree again.
+  std::string up;
+  for (size_t i = 0; i < 3; i++) up += "../";
+  EXPECT_EQ(stat((up + "proc/self").c_str(), &st), 0);
+  ASSERT_EQ(chdir(old), 0);
+  ASSERT_NE(getcwd(cwd, sizeof cwd), nullptr);
+  EXPECT_STREQ(cwd, old);
+}
+
+TEST(Shim, ErrorsAreTheKernels) {
+  std::string d = Dir();
+  EXPECT_EQ(open((d + "/none").c_str(), O_RDONLY), -1);
+  EXPECT_EQ(errno, ENOENT);
+  EXPECT_EQ(open((d + "/" + std::string(300, 'n')).c_str(), O_CREAT | O_WRONLY, 0644), -1);
+  EXPECT_EQ(errno, ENAMETOOLONG);
+  EXPECT_EQ(unlink(d.c_str()), -1);
+  EXPECT_EQ(errno, EISDIR);
+  EXPECT_EQ(rmdir("/mapfs"), -1);
+  int fd = open((d + "/f").c_str(), O_CREAT | O_WRONLY, 0644);
+  close(fd);
+  EXPECT_EQ(rename((d + "/f").c_str(), "/dev/shm/mapfs-shim-test-x"), -1);
+  EXPECT_EQ(errno, EXDEV);
+  EXPECT_EQ(link((d + "/f").c_str(), "/dev/shm/mapfs-shim-test-x"), -1);
+  EXPECT_EQ(errno, EXDEV);
+  EXPECT_EQ(mkdir((d + "/f/x").c_str(), 0755), -1);
+  EXPECT_EQ(errno, ENOTDIR);
+  EXPECT_EQ(open(d.c_str(), O_WRONLY), -1);
+  EXPECT_EQ(errno, EISDIR);
+  fd = open((d + "/f").c_str(), O_RDONLY);
+  EXPECT_EQ(write(fd, "x", 1), -1);
+  EXPECT_EQ(errno, EBADF);
+  EXPECT_EQ(fcntl(fd, 12345), -1);
+  EXPECT_EQ(errno, EINVAL);
+  close(fd);
+}
+
+TEST(Shim, RecordLocksAndFlockBetweenProcesses) {
+  std::string d = Dir();
+  std::string p = d + "/lk";
+  int fd = open(p.c_str(), O_CREAT | O_RDWR, 0644);
+  ASSERT_GE(fd, 0);
+  struct flock fl{};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = 10;
+  fl.l_len = 5;
+  ASSERT_EQ(fcntl(fd, F_SETLK, &fl), 0);
+  ASSERT_EQ(flock(fd, LOCK_EX), 0);
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid == 0) {
+    int c = open(p.c_str(), O_RDWR);
+    struct flock w{};
+    w.l_type = F_WRLCK;
+    w.l_whence = SEEK_SET;
+    w.l_start = 12;
+    w.l_len = 1;
+    if (fcntl(c, F_SETLK, &w) != -1 || (errno != EAGAIN && errno != EACCES)) _exit(1);
+    struct flock g = w;
+    if (fcntl(c, F_GETLK, &g) != 0 || g.l_type != F_WRLCK || g.l_pid != parent || g.l_start != 10 || g.l_len != 5)
+      _exit(2);
+    w.l_start = 15;  // just past the parent's range
+    if (fcntl(c, F_SETLK, &w) != 0) _exit(3);
+    if (flock(c, LOCK_EX | LOCK_NB) != -1 || errno != EWOULDBLOCK) _exit(4);
+    _exit(0);
+  }
+  EXPECT_EQ(WaitChild(pid), 0);
+  // Closing any descriptor of the file drops the process's record locks.
+  int other = open(p.c_str(), O_RDONLY);
+  close(other);
+  pid = fork();
+  if (pid == 0) {
+    int c = open(p.c_str(), O_RDWR);
+    struct flock w{};
+    w.l_type = F_WRLCK;
+    w.l_whence = SEEK_SET;
+    w.l_start = 10;
+    w.l_len = 5;
+    _exit(c < 0 ? 100 : fcntl(c, F_SETLK, &w) == 0 ? 0 : errno);
+  }
+  EXPECT_EQ(WaitChild(pid), 0);
+  close(fd);
+}
+
+TEST(Shim, SharedMapsSeeWritesAndWritesSeeMaps) {
+  std::string d = Dir();
+  int fd = open((d + "/m").c_str(), O_CREAT | O_RDWR, 0644);
+  ASSERT_GE(fd, 0);
+  std::string data(10000, 'a');
+  WriteAll(fd, data);
+  auto* p = static_cast<char*>(mmap(nullptr, 10000, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+  ASSERT_NE(p, MAP_FAILED);
+  EXPECT_EQ(p[9999], 'a');
+  ASSERT_EQ(pwrite(fd, "XYZ", 3, 5000), 3);
+  EXPECT_EQ(std::string(p + 5000, 3), "XYZ");
+  std::memcpy(p + 100, "mapped", 6);
+  EXPECT_EQ(msync(p, 10000, MS_SYNC), 0);
+  char buf[6];
+  ASSERT_EQ(pread(fd, buf, 6, 100), 6);
+  EXPECT_EQ(std::string(buf, 6), "mapped");
+  auto* q = static_cast<char*>(mmap(nullptr, 4096, PROT_READ, MAP_PRIVATE, fd, 4096));
+  ASSERT_NE(q, MAP_FAILED);
+  EXPECT_EQ(std::string(q + 5000 - 4096, 3), "XYZ");
+  EXPECT_EQ(munmap(q, 4096), 0);
+  EXPECT_EQ(munmap(p, 10000), 0);
+  close(fd);
+  EXPECT_EQ(ReadAll(d + "/m").substr(100, 6), "mapped");
+}
+
+TEST(Shim, UnlinkedOpenFileStaysReadable) {
+  std::string d = Dir();
+  int fd = open((d + "/u").c_str(), O_CREAT | O_RDWR, 0644);
+  WriteAll(fd, "still here");
+  ASSERT_EQ(unlink((d + "/u").c_str()), 0);
+  char buf[16] = {};
+  EXPECT_EQ(pread(fd, buf, sizeof buf, 0), 10);
+  EXPECT_STREQ(buf, "still here");
+  close(fd);
+  EXPECT_EQ(access((d + "/u").c_str(), F_OK), -1);
+}
+
+// Children started without fork handlers (system, popen, posix_spawn) must
+// count the descriptions they inherit themselves: when such a child exits,
+// an unlinked file the parent still has open must survive.
+TEST(Shim, UnlinkedFileSurvivesSpawnedChildren) {
+  std::string d = Dir();
+  int fd = open((d + "/u").c_str(), O_CREAT | O_RDWR, 0644);
+  ASSERT_GE(fd, 0);
+  WriteAll(fd, "kept by the parent");
+  ASSERT_EQ(unlink((d + "/u").c_str()), 0);
+  std::string cmd = "/usr/bin/test -e /proc/self/fd/" + std::to_string(fd);  // not the shell builtin: a program that exits through exit()
+  EXPECT_EQ(system(cmd.c_str()), 0);  // the child inherits fd, adopts it, exits
+  FILE* p = popen("/bin/true", "r");
+  ASSERT_NE(p, nullptr);
+  pclose(p);
+  pid_t pid;
+  std::string arg = "/proc/self/fd/" + std::to_string(fd);
+  char* argv[] = {const_cast<char*>("test"), const_cast<char*>("-e"), arg.data(), nullptr};
+  ASSERT_EQ(posix_spawn(&pid, "/usr/bin/test", nullptr, nullptr, argv, environ), 0);
+  ASSERT_EQ(WaitChild(pid), 0);  // it adopted fd and exited through exit()
+  pid = fork();
+  if (pid == 0) {
+    execl("/bin/true", "true", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  ASSERT_EQ(WaitChild(pid), 0);
+  struct stat st;
+  ASSERT_EQ(fstat(fd, &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode)) << "the inode was freed under the parent: mode " << st.st_mode;
+  EXPECT_EQ(st.st_size, 18);
+  EXPECT_EQ(st.st_nlink, 0u);
+  char buf[32] = {};
+  EXPECT_EQ(pread(fd, buf, sizeof buf, 0), 18);
+  EXPECT_STREQ(buf, "kept by the parent");
+  int other = open((d + "/new").c_str(), O_CREAT | O_RDWR, 0644);  // must not reuse the inode
+  WriteAll(other, "another file");
+  EXPECT_EQ(pread(fd, buf, sizeof buf, 0), 18);
+  EXPECT_STREQ(buf, "kept by the parent");
+  close(other);
+  close(fd);
+}
+
+TEST(Shim, CopyBetweenKernelAndMapfs) {
+  std::string d = Dir();
+  int in = open("/proc/self/exe", O_RDONLY);
+  ASSERT_GE(in, 0);
+  struct stat st;
+  fstat(in, &st);
+  int out = open((d + "/exe").c_str(), O_CREAT | O_WRONLY, 0755);
+  ASSERT_GE(out, 0);
+  off64_t total = 0;
+  ssize_t n;
+  while ((n = copy_file_range(in, nullptr, out, nullptr, 1 << 20, 0)) > 0) total += n;
+  EXPECT_EQ(total, st.st_size);
+  close(in);
+  close(out);
+  struct stat m;
+  ASSERT_EQ(stat((d + "/exe").c_str(), &m), 0);
+  EXPECT_EQ(m.st_size, st.st_size);
+}
+
+}  // namespace
