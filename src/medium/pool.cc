@@ -570,6 +570,9 @@ Status Pool::Close() {
       Persist(&state()->dirty, 8);
     }
     ::shm_unlink(shm_name_.c_str());
+    // The LD_PRELOAD shim's lock files (src/preload/locks.h) are named after
+    // the segment; nobody holds a lock in a pool no one has open.
+    for (const char* kind : {".locks", ".ofd"}) ::unlink(("/dev/shm" + shm_name_ + kind).c_str());
   }
   Status st;
   if (::fsync(fd_) != 0 && errno != EINVAL && errno != EROFS) st = Status::FromErrno("fsync " + path_);

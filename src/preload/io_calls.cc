@@ -183,14 +183,27 @@ MAPFS_EXPORT int creat64(const char* path, mode_t mode) { return open64(path, O_
 // ---------------------------------------------------------------- close, dup
 
 MAPFS_EXPORT int close(int fd) {
-  if (!in_core && Shim::Get().IsMapfs(fd)) return CloseMapfs(fd);
+  if (in_core) return CloseInternal(fd);  // the core's own descriptor (or a transient one)
+  if (IsInternal(fd)) return FailErrno(EBADF);  // not the program's to close
+  if (Shim::Get().IsMapfs(fd)) return CloseMapfs(fd);
   return REAL(close)(fd);
 }
 
+// Closes [lo, hi] except the shim's and the core's own descriptors.
 MAPFS_EXPORT int close_range(unsigned lo, unsigned hi, int flags) {
-  int r = REAL(close_range)(lo, hi, flags);
-  if (r == 0 && !in_core && !(flags & CLOSE_RANGE_CLOEXEC)) Shim::Get().ForgetRange(lo, hi);
-  return r;
+  if (in_core) return REAL(close_range)(lo, hi, flags);
+  if (lo > hi) return FailErrno(EINVAL);
+  unsigned from = lo;
+  for (int fd; from <= hi && (fd = NextInternal(from, hi)) >= 0; from = static_cast<unsigned>(fd) + 1)
+    if (static_cast<unsigned>(fd) > from && REAL(close_range)(from, static_cast<unsigned>(fd) - 1, flags) != 0) return -1;
+  if (from <= hi && REAL(close_range)(from, hi, flags) != 0) return -1;
+  if (!(flags & CLOSE_RANGE_CLOEXEC)) Shim::Get().ForgetRange(lo, hi);
+  return 0;
+}
+
+MAPFS_EXPORT void closefrom(int lo) {
+  if (lo < 0) lo = 0;
+  close_range(static_cast<unsigned>(lo), ~0u, 0);
 }
 
 MAPFS_EXPORT int dup(int fd) {
@@ -299,6 +312,12 @@ MAPFS_EXPORT int sync_file_range(int fd, off64_t off, off64_t n, unsigned flags)
     return fsync(fd);
   }
   return REAL(sync_file_range)(fd, off, n, flags);
+}
+// sync(): everything durable, mapfs files included (in posix mode their data
+// waits for fsync otherwise).
+MAPFS_EXPORT void sync(void) {
+  if (!in_core) Shim::Get().SyncAll();
+  REAL(sync)();
 }
 MAPFS_EXPORT int syncfs(int fd) {
   if (MapfsFd(fd)) return fsync(fd);

@@ -407,6 +407,11 @@ MAPFS_EXPORT int chmod(const char* path, mode_t mode) {
   if (!r.mapfs) return REAL(chmod)(r.Kernel(path), mode);
   return fchmodat(AT_FDCWD, path, mode, 0);
 }
+MAPFS_EXPORT int lchmod(const char* path, mode_t mode) {
+  Route r = MapfsPath(AT_FDCWD, path);
+  if (!r.mapfs) return REAL(lchmod)(r.Kernel(path), mode);
+  return fchmodat(AT_FDCWD, path, mode, AT_SYMLINK_NOFOLLOW);
+}
 MAPFS_EXPORT int fchmod(int fd, mode_t mode) {
   if (DescRef d = MapfsFd(fd)) {
     CoreScope cs;

@@ -134,22 +134,58 @@ int Depth(std::string_view p) {
 
 std::string NormalizePath(std::string_view p) { return Normalize(p); }
 
+namespace {
+constexpr int kMaxInternal = 1 << 20;
+std::atomic<uint64_t> g_internal[kMaxInternal / 64];
+void MarkInternal(int fd, bool on) {
+  if (fd < 0 || fd >= kMaxInternal) return;
+  uint64_t bit = uint64_t{1} << (fd % 64);
+  if (on) g_internal[fd / 64].fetch_or(bit);
+  else g_internal[fd / 64].fetch_and(~bit);
+}
+}  // namespace
+
+bool IsInternal(int fd) {
+  return fd >= 0 && fd < kMaxInternal && (g_internal[fd / 64].load(std::memory_order_relaxed) >> (fd % 64) & 1);
+}
+
+int NextInternal(unsigned from, unsigned to) {
+  for (unsigned w = from / 64; w < kMaxInternal / 64 && w * 64 <= to; w++) {
+    uint64_t bits = g_internal[w].load(std::memory_order_relaxed);
+    if (w == from / 64) bits &= ~uint64_t{0} << (from % 64);
+    if (bits == 0) continue;
+    unsigned fd = w * 64 + static_cast<unsigned>(__builtin_ctzll(bits));
+    return fd <= to ? static_cast<int>(fd) : -1;
+  }
+  return -1;
+}
+
+int CloseInternal(int fd) {
+  MarkInternal(fd, false);
+  return REAL(close)(fd);
+}
+
 int MoveHigh(int fd) {
   static int base = [] {
     struct rlimit rl;
     if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return 1000;
     return rl.rlim_cur > 1100 ? 1000 : static_cast<int>(rl.rlim_cur * 3 / 4);
   }();
-  if (fd < 0 || fd >= base) return fd;
+  if (fd < 0) return fd;
+  if (fd >= base) {
+    MarkInternal(fd, true);
+    return fd;
+  }
   int fl = REAL(fcntl)(fd, F_GETFD);
   int high = REAL(fcntl)(fd, (fl & FD_CLOEXEC) ? F_DUPFD_CLOEXEC : F_DUPFD, base);
-  if (high < 0) return fd;  // no room up there: keep the low number
-  REAL(close)(fd);
+  if (high < 0) high = fd;  // no room up there: keep the low number
+  else REAL(close)(fd);
+  MarkInternal(high, true);
   return high;
 }
 
 Desc::~Desc() {
-  if (lock_fd.load() >= 0) REAL(close)(lock_fd.load());  // drops its OFD locks and flock
+  if (lock_fd.load() >= 0) CloseInternal(lock_fd.load());  // drops its OFD locks and flock
   if (file) {
     CoreScope cs;
     (void)fsys->Close(*file);
@@ -435,6 +471,21 @@ void Shim::SetOffset(Desc& d, int fd, int64_t off) {
   else d.file->offset = static_cast<uint64_t>(off);
 }
 
+void Shim::SyncAll() {
+  std::vector<DescRef> all;
+  {
+    std::shared_lock<std::shared_mutex> g(mu_);
+    for (int b = 0; b < kL1; b++) {
+      DescRef* blk = table_[b].load();
+      if (blk == nullptr) continue;
+      for (int i = 0; i < kL2; i++)
+        if (blk[i]) all.push_back(blk[i]);
+    }
+  }
+  CoreScope cs;
+  for (auto& d : all) (void)d->fsys->Fsync(*d->file);
+}
+
 // ---------------------------------------------------------------- handoff
 
 void Shim::Handoff() {
@@ -487,7 +538,7 @@ void Shim::Handoff() {
 
 void Shim::HandoffCwd() {
   if (!cwd_mapfs_.load()) {
-    if (cwd_fd_ >= 0) REAL(close)(cwd_fd_);
+    if (cwd_fd_ >= 0) CloseInternal(cwd_fd_);
     cwd_fd_ = -1;
     return;
   }

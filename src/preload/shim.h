@@ -87,6 +87,9 @@ class Shim {
   int64_t Offset(const Desc& d, int fd);
   void SetOffset(Desc& d, int fd, int64_t off);
 
+  // fsync of every description this process has open (sync(2)).
+  void SyncAll();
+
   // Before fork/vfork/posix_spawn/system/popen/exec: move every
   // description's offset into the kernel and write its adoption record.
   void Handoff();
@@ -155,9 +158,16 @@ struct CoreScope {
 std::string NormalizePath(std::string_view p);
 
 // Moves a descriptor the shim or the core keeps for itself (the pool file,
-// the lock file, the placeholder template) above the numbers programs use:
-// shells dup2 onto 3..9 and park saved copies at 10 and up.
+// the lock file, the placeholder template) above the numbers programs use
+// (shells dup2 onto 3..9 and park saved copies at 10 and up) and marks it
+// internal: a program's close/close_range/closefrom does not reach it (the
+// program never opened it; it sees EBADF, as if the number were free).
 int MoveHigh(int fd);
+bool IsInternal(int fd);
+// The first internal descriptor in [from, to], or -1.
+int NextInternal(unsigned from, unsigned to);
+// Closes an internal descriptor (the shim's own close of one).
+int CloseInternal(int fd);
 
 // Status -> -1/errno.
 int Fail(const Status& st);

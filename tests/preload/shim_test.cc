@@ -99,6 +99,26 @@ TEST(Shim, DescriptorNumbersAreReservedFromTheKernel) {
   close(again);
 }
 
+TEST(Shim, CloseFromForgetsMapfsDescriptors) {
+  std::string d = Dir();
+  int fd = open((d + "/f").c_str(), O_CREAT | O_RDWR, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(dup2(fd, 200), 200);
+  WriteAll(200, "x");
+  sync();  // everything durable, the mapfs file included; must not fail
+  closefrom(150);
+  char c;
+  EXPECT_EQ(read(200, &c, 1), -1);
+  EXPECT_EQ(errno, EBADF);
+  int k = open("/dev/null", O_RDONLY);
+  ASSERT_EQ(dup2(k, 200), 200);  // the number is the kernel's again
+  EXPECT_EQ(read(200, &c, 1), 0);
+  close(200);
+  close(k);
+  close(fd);
+  EXPECT_EQ(ReadAll(d + "/f"), "x");
+}
+
 TEST(Shim, DupSharesTheOffsetAndDup2Replaces) {
   std::string d = Dir();
   int a = open((d + "/f").c_str(), O_CREAT | O_RDWR, 0644);
