@@ -43,13 +43,14 @@ int FstatFd(int fd, struct stat* st) {
   return Ret(d->fsys->Fstat(*d->file, st));
 }
 
-// stat/lstat/fstatat for any dirfd/path/flags; -2 = hand to the kernel.
-int StatAt(int dirfd, const char* path, struct stat* st, int flags) {
+// stat/lstat/fstatat for any dirfd/path/flags; -2 = hand to the kernel,
+// with *kpath the path it should see.
+int StatAt(int dirfd, const char* path, struct stat* st, int flags, Route* r) {
   if (in_core || path == nullptr) return -2;
   if (path[0] == '\0' && (flags & AT_EMPTY_PATH)) return FstatFd(dirfd, st);
-  Route r = MapfsPath(dirfd, path);
-  if (!r.mapfs) return -2;
-  return StatRoute(r, st, !(flags & AT_SYMLINK_NOFOLLOW));
+  *r = MapfsPath(dirfd, path);
+  if (!r->mapfs) return -2;
+  return StatRoute(*r, st, !(flags & AT_SYMLINK_NOFOLLOW));
 }
 
 void FillStatx(const struct stat& s, struct statx* x) {
@@ -165,13 +166,15 @@ using mapfs::Status;
 // ---------------------------------------------------------------- stat
 
 MAPFS_EXPORT int stat(const char* path, struct stat* st) {
-  int r = StatAt(AT_FDCWD, path, st, 0);
-  return r != -2 ? r : REAL(stat)(MapfsPath(AT_FDCWD, path).Kernel(path), st);
+  Route k;
+  int r = StatAt(AT_FDCWD, path, st, 0, &k);
+  return r != -2 ? r : REAL(stat)(k.Kernel(path), st);
 }
 MAPFS_EXPORT int stat64(const char* path, struct stat64* st) { return stat(path, reinterpret_cast<struct stat*>(st)); }
 MAPFS_EXPORT int lstat(const char* path, struct stat* st) {
-  int r = StatAt(AT_FDCWD, path, st, AT_SYMLINK_NOFOLLOW);
-  return r != -2 ? r : REAL(lstat)(MapfsPath(AT_FDCWD, path).Kernel(path), st);
+  Route k;
+  int r = StatAt(AT_FDCWD, path, st, AT_SYMLINK_NOFOLLOW, &k);
+  return r != -2 ? r : REAL(lstat)(k.Kernel(path), st);
 }
 MAPFS_EXPORT int lstat64(const char* path, struct stat64* st) { return lstat(path, reinterpret_cast<struct stat*>(st)); }
 MAPFS_EXPORT int fstat(int fd, struct stat* st) {
@@ -180,8 +183,9 @@ MAPFS_EXPORT int fstat(int fd, struct stat* st) {
 }
 MAPFS_EXPORT int fstat64(int fd, struct stat64* st) { return fstat(fd, reinterpret_cast<struct stat*>(st)); }
 MAPFS_EXPORT int fstatat(int dirfd, const char* path, struct stat* st, int flags) {
-  int r = StatAt(dirfd, path, st, flags);
-  return r != -2 ? r : REAL(fstatat)(dirfd, MapfsPath(dirfd, path).Kernel(path), st, flags);
+  Route k;
+  int r = StatAt(dirfd, path, st, flags, &k);
+  return r != -2 ? r : REAL(fstatat)(dirfd, k.Kernel(path), st, flags);
 }
 MAPFS_EXPORT int fstatat64(int dirfd, const char* path, struct stat64* st, int flags) {
   return fstatat(dirfd, path, reinterpret_cast<struct stat*>(st), flags);
@@ -202,8 +206,9 @@ MAPFS_EXPORT int __fxstatat64(int, int dirfd, const char* path, struct stat* st,
 
 MAPFS_EXPORT int statx(int dirfd, const char* path, int flags, unsigned mask, struct statx* x) {
   struct stat st;
-  int r = StatAt(dirfd, path, &st, flags);
-  if (r == -2) return REAL(statx)(dirfd, MapfsPath(dirfd, path).Kernel(path), flags, mask, x);
+  Route k;
+  int r = StatAt(dirfd, path, &st, flags, &k);
+  if (r == -2) return REAL(statx)(dirfd, k.Kernel(path), flags, mask, x);
   if (r != 0) return r;
   if (x == nullptr) return FailErrno(EFAULT);
   FillStatx(st, x);

@@ -281,6 +281,11 @@ __attribute__((destructor)) void ShimAtExit() {
 Route Shim::Classify(int dirfd, const char* path) {
   Route r;
   if (!enabled_ || path == nullptr || in_core) return r;
+  // The common case, first and cheap: an absolute kernel path (not under
+  // the prefix, no "//" that could hide it, no ".." that could lead in).
+  if (path[0] == '/' && path[1] != '/' && std::strncmp(path, prefix_.c_str(), prefix_.size()) != 0 &&
+      std::strstr(path, "..") == nullptr)
+    return r;
   std::string_view p(path);
   if (p.empty()) return r;
   std::string full;
