@@ -16,6 +16,7 @@
 #include "mount/mount.h"
 #include "fs_ops.h"
 #include "pswap_bench.h"
+#include "ycsb_bench.h"
 
 namespace mapfs::cli {
 namespace {
@@ -199,17 +200,19 @@ int Fsck(const std::vector<std::string>& args) {
 }
 
 int Bench(const std::vector<std::string>& args) {
-  Parsed p = Parse(args, {"--json", "--repeat", "--pool", "--max-pages", "--size", "--ops", "--mode", "--dir"},
+  Parsed p = Parse(args, {"--json", "--repeat", "--pool", "--max-pages", "--size", "--ops", "--mode", "--dir",
+                          "--records"},
                    {"--quick", "--no-preload"});
   const char* usage =
       "usage: mapfs bench SUITE [--quick] [--json FILE] [--repeat N]\n"
       "  pswap  [--max-pages N] [--pool PATH]\n"
       "  micro  [--size BYTES] [--mode posix,sync,strict] [--dir DIR] [--no-preload]\n"
       "  meta   [--ops FILES] [--dir DIR] [--no-preload]\n"
+      "  ycsb   [--records N] [--ops N] [--mode posix|sync|strict] [--dir DIR]  (LevelDB, tmpfs vs the shim)\n"
       "  (micro and meta also measure mapfs through the LD_PRELOAD shim, by\n"
       "  running themselves under `mapfs run`; --no-preload skips that)\n";
   std::string suite = p.pos.size() == 1 ? p.pos[0] : "";
-  if (!p.error.empty() || (suite != "pswap" && suite != "micro" && suite != "meta")) {
+  if (!p.error.empty() || (suite != "pswap" && suite != "micro" && suite != "meta" && suite != "ycsb")) {
     std::fprintf(stderr, "%s%s%s", usage, p.error.empty() ? "" : "mapfs bench: ", p.error.c_str());
     return 2;
   }
@@ -231,6 +234,23 @@ int Bench(const std::vector<std::string>& args) {
       o.max_pages = *n;
     }
     return bench::RunPswapBench(o);
+  }
+  if (suite == "ycsb") {
+    bench::YcsbBenchOptions y;
+    y.dir = p.Has("--dir") ? *p.Get("--dir") : "/dev/shm";
+    if (p.Has("--json")) y.json = *p.Get("--json");
+    if (p.Has("--mode")) y.mode = *p.Get("--mode");
+    if (y.mode != "posix" && y.mode != "sync" && y.mode != "strict")
+      return std::fprintf(stderr, "mapfs bench: --mode must be posix, sync or strict for ycsb\n"), 2;
+    y.quick = p.Has("--quick");
+    y.repeat = repeat;
+    for (const char* k : {"--records", "--ops"}) {
+      if (!p.Has(k)) continue;
+      auto n = ParseCount(*p.Get(k));
+      if (!n || *n < 10) return std::fprintf(stderr, "mapfs bench: bad %s\n", k), 2;
+      (std::strcmp(k, "--records") == 0 ? y.records : y.ops) = *n;
+    }
+    return bench::RunYcsbBench(y);
   }
   bench::FsBenchOptions o;
   o.suite = suite;

@@ -542,26 +542,32 @@ void Shim::Handoff() {
 }
 
 void Shim::HandoffCwd() {
-  if (!cwd_mapfs_.load()) {
-    if (cwd_fd_ >= 0) CloseInternal(cwd_fd_);
-    cwd_fd_ = -1;
+  std::string path;
+  if (cwd_mapfs_.load()) {
+    std::lock_guard<std::mutex> g(cwd_mu_);
+    path = cwd_path_;
+  }
+  if (cwd_fd_ >= 0 && path == cwd_fd_path_) return;
+  // Never rewritten in place: children forked earlier (and siblings of a
+  // pipeline, racing to exec) share the old memfd and must read the cwd
+  // they were started with. A change gets a new one.
+  if (cwd_fd_ >= 0) CloseInternal(cwd_fd_);
+  cwd_fd_ = -1;
+  cwd_fd_path_.clear();
+  if (path.empty()) return;
+  int fd = MoveHigh(::memfd_create(kCwdMemfdName, 0));
+  if (fd < 0) return;
+  std::string rec(kCwdMagic, 8);
+  uint32_t lens[2] = {static_cast<uint32_t>(pool_.size()), static_cast<uint32_t>(path.size())};
+  rec.append(reinterpret_cast<const char*>(lens), sizeof lens);
+  rec += pool_;
+  rec += path;
+  if (REAL(pwrite)(fd, rec.data(), rec.size(), 0) != static_cast<ssize_t>(rec.size())) {
+    CloseInternal(fd);
     return;
   }
-  if (cwd_fd_ < 0) {
-    cwd_fd_ = MoveHigh(::memfd_create(kCwdMemfdName, 0));
-    if (cwd_fd_ < 0) return;
-  }
-  std::string rec(kCwdMagic, 8);
-  uint32_t lens[2] = {static_cast<uint32_t>(pool_.size()), 0};
-  {
-    std::lock_guard<std::mutex> g(cwd_mu_);
-    lens[1] = static_cast<uint32_t>(cwd_path_.size());
-    rec.append(reinterpret_cast<const char*>(lens), sizeof lens);
-    rec += pool_;
-    rec += cwd_path_;
-  }
-  if (REAL(pwrite)(cwd_fd_, rec.data(), rec.size(), 0) != static_cast<ssize_t>(rec.size())) return;
-  REAL(ftruncate)(cwd_fd_, static_cast<off_t>(rec.size()));
+  cwd_fd_ = fd;
+  cwd_fd_path_ = std::move(path);
 }
 
 void Shim::AfterForkChild() {

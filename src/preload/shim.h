@@ -140,6 +140,7 @@ class Shim {
   // image where it is: the kernel's cwd cannot be in mapfs, and shells
   // rebuild their children's environment, so the environment cannot say.
   int cwd_fd_ = -1;
+  std::string cwd_fd_path_;  // the cwd cwd_fd_ holds
   void HandoffCwd();
   std::atomic<bool> cwd_mapfs_{false};
 };

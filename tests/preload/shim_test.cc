@@ -287,6 +287,38 @@ TEST(Shim, CurrentDirectoryInsideMapfs) {
   EXPECT_STREQ(cwd, old);
 }
 
+// A child forked while the cwd was D must start its new image in D, even if
+// the parent (or a sibling in a pipeline) moved on before the child exec'd.
+TEST(Shim, ExecKeepsTheCwdOfItsFork) {
+  std::string d = Dir();
+  char old[PATH_MAX];
+  ASSERT_NE(getcwd(old, sizeof old), nullptr);
+  ASSERT_EQ(mkdir((d + "/sub").c_str(), 0755), 0);
+  close(open((d + "/marker").c_str(), O_CREAT | O_WRONLY, 0644));
+  ASSERT_EQ(chdir(d.c_str()), 0);
+  int go[2];
+  ASSERT_EQ(pipe(go), 0);
+  pid_t a = fork();
+  if (a == 0) {
+    char c;
+    if (read(go[0], &c, 1) != 1) _exit(3);
+    execl("/bin/sh", "sh", "-c", "test -e marker", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  ASSERT_EQ(chdir("sub"), 0);
+  pid_t b = fork();  // hands the new cwd off before A execs
+  if (b == 0) {
+    execl("/bin/sh", "sh", "-c", "test ! -e marker", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  EXPECT_EQ(WaitChild(b), 0) << "B must run in sub";
+  ASSERT_EQ(write(go[1], "x", 1), 1);
+  EXPECT_EQ(WaitChild(a), 0) << "A must run in the directory it was forked in";
+  close(go[0]);
+  close(go[1]);
+  ASSERT_EQ(chdir(old), 0);
+}
+
 TEST(Shim, ErrorsAreTheKernels) {
   std::string d = Dir();
   EXPECT_EQ(open((d + "/none").c_str(), O_RDONLY), -1);
