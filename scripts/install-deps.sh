@@ -4,6 +4,8 @@ set -euo pipefail
 pkgs="cmake ninja-build g++ libgtest-dev"
 # The preload tests run real programs under `mapfs run` (tests/preload).
 pkgs="$pkgs python3 sqlite3 git rsync tar gzip diffutils libleveldb-dev fio"
+# The FUSE mount (src/fuse, tests/fuse).
+pkgs="$pkgs libfuse3-dev fuse3 pkg-config"
 missing=""
 for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then

@@ -13,6 +13,8 @@ int Info(const std::vector<std::string>& args);
 int Fsck(const std::vector<std::string>& args);
 int Bench(const std::vector<std::string>& args);
 int Run(const std::vector<std::string>& args);  // mapfs run (run_command.cc)
+int Mount(const std::vector<std::string>& args);   // FUSE (mount_command.cc)
+int Umount(const std::vector<std::string>& args);
 int Version(const std::vector<std::string>& args);
 
 // File verbs on a pool, without a kernel mount: each mounts the pool's

@@ -32,6 +32,10 @@ void Usage(FILE* f) {
                "  run [--pool POOL] [--mount PREFIX] [--mode M] -- COMMAND ARGS...\n"
                "                        run COMMAND with paths under PREFIX (default /mapfs) in POOL\n"
                "                        (default /dev/shm/mapfs.pool), through the LD_PRELOAD shim\n"
+               "  mount POOL DIR [--mode M] [-f] [--options FUSE-OPTS]\n"
+               "                        serve POOL at DIR through FUSE, for any program (-f: stay in\n"
+               "                        the foreground); SIGINT/SIGTERM unmount cleanly\n"
+               "  umount DIR            unmount DIR and wait for its daemon to finish\n"
                "\n"
                "  bench pswap|micro|meta [--quick] [--json FILE] [--repeat N] [--size S] [--ops N] [--mode M]\n"
                "                        benchmarks against tmpfs and the floor (BENCHMARKS.md)\n"
@@ -66,6 +70,8 @@ int main(int argc, char** argv) {
   if (cmd == "df") return mapfs::cli::Df(args);
   if (cmd == "bench") return mapfs::cli::Bench(args);
   if (cmd == "run") return mapfs::cli::Run(args);
+  if (cmd == "mount") return mapfs::cli::Mount(args);
+  if (cmd == "umount") return mapfs::cli::Umount(args);
   if (cmd == "version") return mapfs::cli::Version(args);
   std::fprintf(stderr, "mapfs: unknown command '%s'\n", cmd.c_str());
   Usage(stderr);

@@ -1,0 +1,207 @@
+// The mount daemon (see daemon.h).
+//
+// Order matters: the process forks first (the core must not be mounted in a
+// process that forks afterwards), then the child mounts the core and the
+// kernel mount and tells the parent over a pipe that it serves. The child
+// holds an flock on a lock file named after DIR while it lives, so
+// `mapfs umount DIR` can wait for the core's unmount to finish.
+#include "fuse/daemon.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/file.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "fuse/fuse_ops.h"
+
+namespace mapfs::fuse {
+namespace {
+
+std::string LockPath(const std::string& absdir) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : absdir) h = (h ^ c) * 1099511628211ull;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "/dev/shm/mapfs-mount-%016llx.lock", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+std::string Absolute(const std::string& p) {
+  char buf[PATH_MAX];
+  if (::realpath(p.c_str(), buf) == nullptr) return "";
+  return buf;
+}
+
+// Serves until unmounted or signalled. ready_fd >= 0: write one byte there
+// once the mount serves, then detach from the terminal.
+int Serve(const MountOptions& opt, int ready_fd) {
+  std::string lock = LockPath(opt.dir);
+  int lock_fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock_fd < 0 || ::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    std::fprintf(stderr, "mapfs mount: %s: already served by a mapfs daemon (%s)\n", opt.dir.c_str(), lock.c_str());
+    return 1;
+  }
+  fs::FsOptions fo;
+  fo.mode = opt.mode;
+  auto mounted = fs::FileSystem::Mount(opt.pool, fo);
+  if (!mounted.ok()) {
+    std::fprintf(stderr, "mapfs mount: %s: %s\n", opt.pool.c_str(), mounted.status().message().c_str());
+    ::unlink(lock.c_str());
+    return 1;
+  }
+  MountState* state = NewMountState(std::move(*mounted));
+
+  // default_permissions: the kernel checks modes and owners (the core does
+  // not). allow_other for root, so every user sees the mount.
+  std::string o = "default_permissions,fsname=" + opt.pool + ",subtype=mapfs";
+  if (::geteuid() == 0) o += ",allow_other";
+  if (!opt.fuse_opts.empty()) o += "," + opt.fuse_opts;
+  std::vector<std::string> argv_s = {"mapfs", "-o", o};
+  std::vector<char*> argv;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  struct fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
+  int rc = 1;
+  struct fuse* f = fuse_new(&args, &Operations(), sizeof(struct fuse_operations), state);
+  if (f == nullptr) {
+    std::fprintf(stderr, "mapfs mount: libfuse refused the options (-o %s)\n", o.c_str());
+  } else if (fuse_mount(f, opt.dir.c_str()) != 0) {
+    std::fprintf(stderr,
+                 "mapfs mount: the kernel refused to mount %s (is /dev/fuse there and usable? "
+                 "is fusermount3 installed?)\n",
+                 opt.dir.c_str());
+  } else {
+    struct fuse_session* se = fuse_get_session(f);
+    if (fuse_set_signal_handlers(se) != 0) {
+      std::fprintf(stderr, "mapfs mount: cannot install signal handlers\n");
+    } else {
+      if (ready_fd >= 0) {
+        char ok = '0';
+        (void)!::write(ready_fd, &ok, 1);
+        ::close(ready_fd);
+        ready_fd = -1;
+        int null = ::open("/dev/null", O_RDWR);
+        if (null >= 0) {
+          ::dup2(null, 0), ::dup2(null, 1), ::dup2(null, 2);
+          if (null > 2) ::close(null);
+        }
+        (void)!::chdir("/");
+      }
+      struct fuse_loop_config* lc = fuse_loop_cfg_create();
+      fuse_loop_cfg_set_clone_fd(lc, 0);
+      fuse_loop_cfg_set_max_threads(lc, 16);
+      // 0 when unmounted, the signal's number when a signal ended it, -errno
+      // on an error.
+      int loop = fuse_loop_mt(f, lc);
+      rc = loop < 0 ? 1 : 0;
+      if (loop < 0) std::fprintf(stderr, "mapfs mount: serving %s: %s\n", opt.dir.c_str(), std::strerror(-loop));
+      fuse_loop_cfg_destroy(lc);
+      fuse_remove_signal_handlers(se);
+    }
+    fuse_unmount(f);
+  }
+  if (f != nullptr) fuse_destroy(f);
+  fuse_opt_free_args(&args);
+  Status st = FinishMountState(state);
+  if (!st.ok()) {
+    std::fprintf(stderr, "mapfs mount: unmounting %s: %s\n", opt.pool.c_str(), st.message().c_str());
+    rc = 1;
+  }
+  ::unlink(lock.c_str());
+  ::close(lock_fd);  // releases the flock: `mapfs umount` returns
+  return rc;
+}
+
+}  // namespace
+
+int MountMain(const MountOptions& in) {
+  MountOptions opt = in;
+  opt.pool = Absolute(in.pool);
+  opt.dir = Absolute(in.dir);
+  if (opt.pool.empty()) {
+    std::fprintf(stderr, "mapfs mount: %s: %s\n", in.pool.c_str(), std::strerror(errno));
+    return 1;
+  }
+  if (opt.dir.empty()) {
+    std::fprintf(stderr, "mapfs mount: %s: %s\n", in.dir.c_str(), std::strerror(errno));
+    return 1;
+  }
+  if (::access("/dev/fuse", R_OK | W_OK) != 0) {
+    std::fprintf(stderr, "mapfs mount: /dev/fuse: %s (FUSE is not available here)\n", std::strerror(errno));
+    return 1;
+  }
+  if (opt.foreground) return Serve(opt, -1);
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) {
+    std::perror("mapfs mount: pipe");
+    return 1;
+  }
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    std::perror("mapfs mount: fork");
+    return 1;
+  }
+  if (pid == 0) {
+    ::close(p[0]);
+    ::setsid();
+    std::_Exit(Serve(opt, p[1]));
+  }
+  ::close(p[1]);
+  char c = 0;
+  ssize_t n;
+  do n = ::read(p[0], &c, 1);
+  while (n < 0 && errno == EINTR);
+  ::close(p[0]);
+  if (n == 1) return 0;
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return 1;
+}
+
+int UmountMain(const std::string& dir) {
+  std::string abs = Absolute(dir);
+  if (abs.empty() && errno == ENOTCONN) {
+    // A mount whose daemon died: the directory cannot be resolved any more.
+    char cwd[PATH_MAX];
+    abs = !dir.empty() && dir[0] == '/' ? dir : ::getcwd(cwd, sizeof cwd) ? std::string(cwd) + "/" + dir : "";
+  }
+  if (abs.empty()) {
+    std::fprintf(stderr, "mapfs umount: %s: %s\n", dir.c_str(), std::strerror(errno));
+    return 1;
+  }
+  int lock_fd = ::open(LockPath(abs).c_str(), O_RDONLY | O_CLOEXEC);
+  int rc = 0;
+  if (::geteuid() == 0) {
+    if (::umount2(abs.c_str(), UMOUNT_NOFOLLOW) != 0) {
+      std::fprintf(stderr, "mapfs umount: %s: %s\n", abs.c_str(), std::strerror(errno));
+      rc = 1;
+    }
+  } else {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::execlp("fusermount3", "fusermount3", "-u", abs.c_str(), static_cast<char*>(nullptr));
+      std::fprintf(stderr, "mapfs umount: fusermount3: %s\n", std::strerror(errno));
+      std::_Exit(127);
+    }
+    int status = 0;
+    if (pid < 0 || ::waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) rc = 1;
+  }
+  if (rc == 0 && lock_fd >= 0) {
+    // The daemon holds the lock until the core is unmounted.
+    for (int i = 0; i < 6000 && ::flock(lock_fd, LOCK_EX | LOCK_NB) != 0; i++) ::usleep(10000);
+    if (::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+      std::fprintf(stderr, "mapfs umount: the daemon serving %s did not finish within 60 s\n", abs.c_str());
+      rc = 1;
+    }
+  }
+  if (lock_fd >= 0) ::close(lock_fd);
+  return rc;
+}
+
+}  // namespace mapfs::fuse
