@@ -116,14 +116,16 @@ using mapfs::Status;
 
 namespace {
 
-FILE* OpenStream(const char* path, const char* mode) {
+// Opens `path` as fopen's `mode` says; the mode for fopencookie in *cm.
+int OpenForMode(const char* path, const char* mode, std::string* cm) {
   int flags;
+  if (!ParseMode(mode, &flags, cm)) return FailErrno(EINVAL);
+  return open(path, flags, 0666);
+}
+
+FILE* OpenStream(const char* path, const char* mode) {
   std::string cm;
-  if (!ParseMode(mode, &flags, &cm)) {
-    errno = EINVAL;
-    return nullptr;
-  }
-  int fd = open(path, flags, 0666);
+  int fd = OpenForMode(path, mode, &cm);
   if (fd < 0) return nullptr;
   FILE* f = StreamOn(fd, cm.c_str());
   if (f == nullptr) {
@@ -170,13 +172,8 @@ MAPFS_EXPORT FILE* freopen(const char* path, const char* mode, FILE* stream) {
     // The stream keeps its number: open the file there (the stream variable
     // becomes a cookie stream for that number).
     ::fflush(stream);
-    int flags;
     std::string cm;
-    if (!ParseMode(mode, &flags, &cm)) {
-      errno = EINVAL;
-      return nullptr;
-    }
-    int fd = open(path, flags, 0666);
+    int fd = OpenForMode(path, mode, &cm);
     if (fd < 0) return nullptr;
     if (fd != std_fd) {
       if (dup2(fd, std_fd) < 0) {
