@@ -233,9 +233,12 @@ const char* ToString(Domain d) { return d == Domain::kFlush ? "flush" : "none"; 
 #if MAPFS_TRACE
 namespace {
 TraceHook* trace_hook = nullptr;
-}
+InjectedBug injected_bug = InjectedBug::kNone;
+}  // namespace
 void SetTraceHook(TraceHook* hook) { trace_hook = hook; }
 TraceHook* CurrentTraceHook() { return trace_hook; }
+void SetInjectedBug(InjectedBug b) { injected_bug = b; }
+InjectedBug CurrentInjectedBug() { return injected_bug; }
 #endif
 
 }  // namespace mapfs::medium

@@ -54,16 +54,17 @@ extern FlushFn flush;
 // Non-temporal copy of n bytes; unaligned head/tail handled with regular
 // stores that are flushed. Durable after Fence().
 inline void CopyNt(void* dst, const void* src, size_t n) {
-  TraceStore(dst, n);
+  TraceNtStore(dst, n);
   detail::copy_nt(dst, src, n);
 }
 // Non-temporal zeroing; durable after Fence().
 inline void ZeroNt(void* dst, size_t n) {
-  TraceStore(dst, n);
+  TraceNtStore(dst, n);
   detail::zero_nt(dst, n);
 }
 // Writes back the cache lines of [addr, addr+n).
 inline void Flush(const void* addr, size_t n) {
+  if (BugInjected(InjectedBug::kNoFlush)) return;
   TraceFlush(addr, n);
   detail::flush(addr, n);
 }

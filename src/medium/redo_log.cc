@@ -121,6 +121,8 @@ Status RedoLog::Commit(const Tx& tx) {
   // committing it would apply the records before it and silently drop the rest.
   if (!RecordsValid(tx.buf_.data(), bytes, pool_->size()))
     return Status::Error(EINVAL, "redo transaction stores outside the pool");
+  // Test-only: the classic logging bug the crash checker must catch.
+  if (BugInjected(InjectedBug::kApplyBeforeCommit)) ApplyRecords(pool_, tx.buf_.data(), bytes);
   int slot = AcquireSlot();
   RedoSlotHeader* h = slot_header(slot);
   auto* payload = reinterpret_cast<uint64_t*>(h + 1);

@@ -19,8 +19,13 @@ namespace mapfs::medium {
 class TraceHook {
  public:
   virtual ~TraceHook() = default;
-  // `n` bytes at `addr` were written (regular or non-temporal stores).
+  // `n` bytes at `addr` are about to be written with regular stores (or,
+  // for a few bulk updates, were just written): they stay in the cache
+  // until flushed.
   virtual void OnStore(const void* addr, size_t n) = 0;
+  // `n` bytes at `addr` are about to be written with non-temporal stores:
+  // they bypass the cache and are durable at the next fence, no flush needed.
+  virtual void OnNtStore(const void* addr, size_t n) { OnStore(addr, n); }
   // Cache lines covering [addr, addr+n) were written back.
   virtual void OnFlush(const void* addr, size_t n) = 0;
   // A store fence: everything stored and flushed before it is now durable.
@@ -34,16 +39,33 @@ TraceHook* CurrentTraceHook();
 inline void TraceStore(const void* a, size_t n) {
   if (TraceHook* h = CurrentTraceHook()) h->OnStore(a, n);
 }
+inline void TraceNtStore(const void* a, size_t n) {
+  if (TraceHook* h = CurrentTraceHook()) h->OnNtStore(a, n);
+}
 inline void TraceFlush(const void* a, size_t n) {
   if (TraceHook* h = CurrentTraceHook()) h->OnFlush(a, n);
 }
 inline void TraceFence() {
   if (TraceHook* h = CurrentTraceHook()) h->OnFence();
 }
+
+// Deliberate bugs, switched on only by the crash checker's own tests to
+// prove that it catches them. Never on outside those tests.
+enum class InjectedBug {
+  kNone,
+  kNoFlush,            // Flush() writes nothing back (a missing flush everywhere)
+  kApplyBeforeCommit,  // redo records applied in place before their commit record
+};
+void SetInjectedBug(InjectedBug b);
+InjectedBug CurrentInjectedBug();
+inline bool BugInjected(InjectedBug b) { return CurrentInjectedBug() == b; }
 #else
 inline void TraceStore(const void*, size_t) {}
+inline void TraceNtStore(const void*, size_t) {}
 inline void TraceFlush(const void*, size_t) {}
 inline void TraceFence() {}
+enum class InjectedBug { kNone, kNoFlush, kApplyBeforeCommit };
+constexpr bool BugInjected(InjectedBug) { return false; }
 #endif
 
 // True in the traced build; lets tests refuse to run against the wrong library.

@@ -1,0 +1,170 @@
+#include "crash_checker.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <functional>
+#include <string_view>
+
+#include "test_util.h"
+
+namespace mapfs::crash {
+
+CrashChecker::CrashChecker(const CrashRecorder& rec, const std::vector<FsState>& states, DataPromise promise,
+                           Budget budget, fs::FsOptions mount_options)
+    : rec_(rec),
+      states_(states),
+      promise_(promise),
+      budget_(budget),
+      mount_options_(mount_options),
+      image_(rec.base()) {
+  static std::atomic<int> counter{0};
+  path_ = "/dev/shm/mapfs-crash-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".pool";
+}
+
+CrashChecker::~CrashChecker() { ::unlink(path_.c_str()); }
+
+uint64_t CrashChecker::LineHash(uint64_t line, const char* bytes) const {
+  if (std::memcmp(bytes, rec_.base().data() + line * kLine, kLine) == 0) return 0;  // as in the base
+  uint64_t h = std::hash<std::string_view>{}(std::string_view(bytes, kLine));
+  return h ^ (line * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull);
+}
+
+void CrashChecker::Subsets(size_t m, std::vector<std::vector<bool>>* out) {
+  out->clear();
+  if (m <= static_cast<size_t>(budget_.all_subsets_upto)) {
+    for (uint64_t mask = 0; mask < (1ull << m); mask++) {
+      std::vector<bool> s(m);
+      for (size_t i = 0; i < m; i++) s[i] = (mask >> i) & 1;
+      out->push_back(std::move(s));
+    }
+    return;
+  }
+  out->push_back(std::vector<bool>(m, false));  // nothing in flight arrived
+  out->push_back(std::vector<bool>(m, true));   // everything arrived
+  testing::Rng rng(budget_.seed ^ (rec_.points().size() * 7919) ^ (m * 104729) ^ key_);
+  for (int k = 0; k < budget_.samples; k++) {
+    std::vector<bool> s(m);
+    switch (k % 3) {
+      case 0:  // all but one
+        s.assign(m, true);
+        s[rng.Below(m)] = false;
+        break;
+      case 1:  // only one
+        s[rng.Below(m)] = true;
+        break;
+      default:  // each line with probability 1/2
+        for (size_t i = 0; i < m; i++) s[i] = rng.Next() & 1;
+    }
+    out->push_back(std::move(s));
+  }
+}
+
+std::vector<std::string> CrashChecker::Run(CheckCounts* counts) {
+  std::vector<std::string> violations;
+  const int last_op = static_cast<int>(states_.size()) - 1;
+  std::vector<std::vector<bool>> subsets;
+  for (const CrashPoint& p : rec_.points()) {
+    counts->points++;
+    Subsets(p.in_flight.size(), &subsets);
+    for (const auto& subset : subsets) {
+      counts->images++;
+      uint64_t key = key_;
+      for (size_t i = 0; i < subset.size(); i++) {
+        if (!subset[i]) continue;
+        const LineValue& v = p.in_flight[i];
+        key ^= LineHash(v.line, image_.data() + v.line * kLine) ^ LineHash(v.line, v.bytes.data());
+      }
+      if (!seen_.insert(key).second) continue;
+      counts->judged++;
+      std::string saved;
+      for (size_t i = 0; i < subset.size(); i++) {
+        if (!subset[i]) continue;
+        const LineValue& v = p.in_flight[i];
+        saved.append(image_.data() + v.line * kLine, kLine);
+        std::memcpy(image_.data() + v.line * kLine, v.bytes.data(), kLine);
+      }
+      std::string why = JudgeImage(p);
+      // Back to the durable state (restored in reverse order of application).
+      size_t k = saved.size();
+      for (size_t i = subset.size(); i-- > 0;) {
+        if (!subset[i]) continue;
+        k -= kLine;
+        std::memcpy(image_.data() + p.in_flight[i].line * kLine, saved.data() + k, kLine);
+      }
+      if (why.empty()) continue;
+      counts->violations++;
+      if (violations.size() < 5) {
+        std::string lines;
+        for (size_t i = 0; i < subset.size(); i++)
+          lines += (subset[i] ? " +" : " -") + std::to_string(p.in_flight[i].line * kLine);
+        violations.push_back("crash during op " + std::to_string(p.op) + " (of " + std::to_string(last_op) +
+                             "), in-flight lines (+ arrived, - lost, pool offsets):" + lines + "\n  " + why);
+      }
+    }
+    for (const LineValue& v : p.durable) {
+      key_ ^= LineHash(v.line, image_.data() + v.line * kLine) ^ LineHash(v.line, v.bytes.data());
+      std::memcpy(image_.data() + v.line * kLine, v.bytes.data(), kLine);
+    }
+  }
+  return violations;
+}
+
+std::string CrashChecker::JudgeImage(const CrashPoint& p) {
+  int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return "cannot write the image: " + std::string(strerror(errno));
+  bool written = ::pwrite(fd, image_.data(), image_.size(), 0) == static_cast<ssize_t>(image_.size());
+  ::close(fd);
+  if (!written) return "cannot write the image";
+
+  auto mounted = fs::FileSystem::Mount(path_, mount_options_);
+  if (!mounted.ok()) return "mount after the crash failed: " + mounted.status().ToString();
+  fs::FileSystem& fs = **mounted;
+  std::string why;
+  auto fail = [&](const std::string& w) {
+    if (why.empty()) why = w;
+  };
+  if (Status s = fs.mount().vm().Check(true); !s.ok()) fail("fsck page table: " + s.ToString());
+  if (Status s = fs.mount().space().Check(); !s.ok()) fail("fsck partitions: " + s.ToString());
+  fs::FsCheckReport r = fs.Check();
+  if (!r.problems.empty()) fail("fsck file system: " + r.problems[0]);
+
+  if (why.empty()) {
+    auto got = Capture(fs);
+    if (!got.ok()) {
+      fail("reading the tree failed: " + got.status().ToString());
+    } else {
+      std::vector<const FsState*> allowed;
+      const int last = static_cast<int>(states_.size()) - 1;
+      if (p.op >= 1 && p.op <= last) allowed.push_back(&states_[p.op - 1]);
+      allowed.push_back(&states_[std::min(p.op, last)]);
+      std::string j = Judge(*got, allowed, promise_);
+      if (!j.empty()) fail(j + "\n  found:\n" + Summary(*got));
+    }
+  }
+  if (why.empty()) {
+    // Still a working file system.
+    std::string data(10000, 'u');
+    auto probe = [&]() -> Status {
+      MAPFS_RETURN_IF_ERROR(fs.Mkdir("/.probe", 0755));
+      auto f = fs.Open("/.probe/f", O_RDWR | O_CREAT | O_EXCL, 0644);
+      if (!f.ok()) return f.status();
+      auto w = fs.Write(**f, data.data(), data.size(), 0);
+      std::string back(data.size(), 0);
+      auto rd = w.ok() ? fs.Read(**f, back.data(), back.size(), 0) : w;
+      MAPFS_RETURN_IF_ERROR(fs.Close(**f));
+      if (!rd.ok()) return rd.status();
+      if (back != data) return Status::Error(EIO, "read back differs");
+      MAPFS_RETURN_IF_ERROR(fs.Rename("/.probe/f", "/.probe/g"));
+      MAPFS_RETURN_IF_ERROR(fs.Unlink("/.probe/g"));
+      return fs.Rmdir("/.probe");
+    };
+    if (Status s = probe(); !s.ok()) fail("not usable after recovery: " + s.ToString());
+  }
+  if (Status s = fs.Unmount(); !s.ok()) fail("unmount after recovery failed: " + s.ToString());
+  return why;
+}
+
+}  // namespace mapfs::crash
