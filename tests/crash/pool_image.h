@@ -1,0 +1,218 @@
+// Reading a pool image as bytes, without the core: where each on-media
+// structure lives (pool offsets), found by walking the formats of
+// docs/FORMAT.md. Used by the damaged-pool test and the fuzzer's seed
+// generator to aim damage at one structure at a time.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/crc32c.h"
+#include "dir/cib_format.h"
+#include "medium/pool_format.h"
+#include "medium/redo_log.h"
+#include "meta/fs_format.h"
+#include "space/partition_format.h"
+#include "vm/ppt_format.h"
+
+namespace mapfs::crash {
+
+struct Range {
+  uint64_t off, len;
+};
+
+// One structure: its name, its byte ranges in the pool, and the ranges a
+// checksum covers (any change there must be reported).
+struct Structure {
+  std::string name;
+  std::vector<Range> ranges;
+  std::vector<Range> checksummed;
+};
+
+class PoolImage {
+ public:
+  explicit PoolImage(std::string bytes) : b_(std::move(bytes)) {}
+  const std::string& bytes() const { return b_; }
+  template <typename T>
+  T Get(uint64_t off) const {
+    T v{};
+    if (off + sizeof(T) <= b_.size()) std::memcpy(&v, b_.data() + off, sizeof(T));
+    return v;
+  }
+  const medium::format::PoolHeader& header() const {
+    return *reinterpret_cast<const medium::format::PoolHeader*>(b_.data());
+  }
+  const medium::format::PoolState& state() const {
+    return *reinterpret_cast<const medium::format::PoolState*>(b_.data() + medium::format::kStateOff);
+  }
+
+  // Pool offset of virtual offset `voff`, or UINT64_MAX when unmapped.
+  uint64_t Translate(uint64_t voff) const {
+    uint64_t table = header().ppt_root_off;
+    for (int level = 3; level >= 0; level--) {
+      uint64_t e = Get<uint64_t>(table + 8 * uint64_t(vm::ppt::Index(voff, level)));
+      if (!vm::ppt::IsPresent(e)) return UINT64_MAX;
+      uint64_t t = vm::ppt::Target(e);
+      if (t >= b_.size()) return UINT64_MAX;
+      if (vm::ppt::IsLeaf(e)) return t + (voff & (vm::ppt::Reach(level) - 1));
+      table = t;
+    }
+    return UINT64_MAX;
+  }
+  // The pool ranges backing [voff, voff+len), page by page.
+  std::vector<Range> Pages(uint64_t voff, uint64_t len) const {
+    std::vector<Range> r;
+    for (uint64_t v = voff & ~uint64_t{4095}; v < voff + len; v += 4096) {
+      uint64_t p = Translate(v);
+      if (p != UINT64_MAX) r.push_back({p, 4096});
+    }
+    return r;
+  }
+
+  // Every table page of the PPT (the root included).
+  std::vector<Range> PptTables() const {
+    std::vector<Range> r;
+    Walk(header().ppt_root_off, 3, &r);
+    return r;
+  }
+
+  // Header words of every Partitioned partition.
+  std::vector<Range> PartitionHeaders() const {
+    std::vector<Range> r;
+    if (state().space_root == space::format::kPartitioned) Part(0, static_cast<int>(header().top_level), &r);
+    return r;
+  }
+
+  uint64_t SuperVoff() const { return state().fs_super; }
+  meta::format::Superblock Super() const {
+    meta::format::Superblock sb{};
+    uint64_t p = Translate(SuperVoff());
+    if (p != UINT64_MAX && p + sizeof sb <= b_.size()) std::memcpy(&sb, b_.data() + p, sizeof sb);
+    return sb;
+  }
+  // Inode segments (bitmaps and slots).
+  std::vector<Range> InodeSegments() const {
+    std::vector<Range> r;
+    auto sb = Super();
+    for (uint64_t s = 0; s < sb.segments && s < meta::format::kMaxSegments; s++) {
+      auto p = Pages(sb.seg[s], space::format::LevelSize(meta::format::SegLevel(static_cast<int>(s))));
+      r.insert(r.end(), p.begin(), p.end());
+    }
+    return r;
+  }
+  // Live inodes: number -> pool offset of the slot.
+  std::map<uint64_t, uint64_t> Inodes() const {
+    std::map<uint64_t, uint64_t> m;
+    auto sb = Super();
+    for (uint64_t s = 0; s < sb.segments && s < meta::format::kMaxSegments; s++) {
+      int seg = static_cast<int>(s);
+      for (uint64_t i = meta::format::SegBitmapSlots(seg); i < meta::format::SegSlots(seg); i++) {
+        uint64_t p = Translate(sb.seg[s] + i * meta::format::kInodeSize);
+        if (p == UINT64_MAX) continue;
+        if (Get<uint64_t>(p) != 0) m[meta::format::SegBase(seg) + i] = p;
+      }
+    }
+    return m;
+  }
+  // Directory partitions: roots, blocks (primary and overflow) and nodes.
+  void Directories(std::vector<Range>* roots, std::vector<Range>* blocks, std::vector<Range>* nodes) const {
+    for (auto& [ino, p] : Inodes()) {
+      auto in = Get<meta::format::Inode>(p);
+      if (!S_ISDIR(in.mode) || in.part == 0) continue;
+      uint64_t rv = meta::format::PartVoff(in.part), rp = Translate(rv);
+      if (rp == UINT64_MAX) continue;
+      roots->push_back({rp, 4096});
+      auto root = Get<dir::format::Root>(rp);
+      std::set<uint64_t> seen;
+      for (uint32_t i = 0; i < root.top_count && i < dir::format::kTopCap; i++)
+        DirChild(root.top[i].child, root.depth, blocks, nodes, &seen);
+    }
+  }
+  // Data pages of regular files (up to their size).
+  std::vector<Range> FileData() const {
+    std::vector<Range> r;
+    for (auto& [ino, p] : Inodes()) {
+      auto in = Get<meta::format::Inode>(p);
+      if (!S_ISREG(in.mode) || in.part == 0) continue;
+      auto pg = Pages(meta::format::PartVoff(in.part), in.size);
+      r.insert(r.end(), pg.begin(), pg.end());
+    }
+    return r;
+  }
+
+  std::vector<Structure> Structures() const {
+    namespace f = medium::format;
+    std::vector<Structure> s;
+    const auto& h = header();
+    s.push_back({"pool header", {{f::kHeaderOff, sizeof(f::PoolHeader)}}, {{f::kHeaderOff, sizeof(f::PoolHeader)}}});
+    s.push_back({"pool state", {{f::kStateOff, sizeof(f::PoolState)}}, {}});
+    s.push_back({"redo log", {{h.redo_off, uint64_t(h.redo_slots) * h.redo_slot_size}}, {}});
+    s.push_back({"page bitmap", {{h.bitmap_off, h.bitmap_bytes}}, {}});
+    s.push_back({"page table", PptTables(), {}});
+    s.push_back({"partition headers", PartitionHeaders(), {}});
+    uint64_t sp = Translate(SuperVoff());
+    if (sp != UINT64_MAX) s.push_back({"superblock", {{sp, 4096}}, {{sp, 40}}});
+    s.push_back({"inode table", InodeSegments(), {}});
+    std::vector<Range> roots, blocks, nodes;
+    Directories(&roots, &blocks, &nodes);
+    std::vector<Range> root_crc;
+    for (auto& r : roots) root_crc.push_back({r.off, dir::format::kRootCrcBytes});
+    s.push_back({"directory roots", roots, root_crc});
+    s.push_back({"directory blocks", blocks, {}});
+    if (!nodes.empty()) s.push_back({"directory index nodes", nodes, {}});
+    s.push_back({"file data", FileData(), {}});
+    return s;
+  }
+
+ private:
+  void Walk(uint64_t table, int level, std::vector<Range>* r) const {
+    if (table + 4096 > b_.size()) return;
+    r->push_back({table, 4096});
+    if (level == 0) return;
+    for (int i = 0; i < vm::ppt::kEntries; i++) {
+      uint64_t e = Get<uint64_t>(table + 8 * uint64_t(i));
+      if (vm::ppt::IsTable(e)) Walk(vm::ppt::Target(e), level - 1, r);
+    }
+  }
+  void Part(uint64_t voff, int level, std::vector<Range>* r) const {
+    if (level < 3) return;
+    uint64_t p = Translate(voff);
+    if (p == UINT64_MAX) return;
+    uint64_t h = p + space::format::HeaderOffset(level);
+    r->push_back({h, 8 * uint64_t(space::format::HeaderWords(level))});
+    if (level == 3) return;
+    uint64_t w0 = Get<uint64_t>(h);
+    for (int c = 0; c < 8; c++)
+      if (((w0 >> (2 * c)) & 3) == space::format::kPartitioned)
+        Part(voff + uint64_t(c) * space::format::LevelSize(level - 1), level - 1, r);
+  }
+  void DirChild(uint64_t v, uint32_t depth, std::vector<Range>* blocks, std::vector<Range>* nodes,
+                std::set<uint64_t>* seen) const {
+    if (!seen->insert(v).second || seen->size() > 100000) return;
+    uint64_t p = Translate(v);
+    if (p == UINT64_MAX) return;
+    if (depth > 0) {
+      nodes->push_back({p, 4096});
+      auto n = Get<dir::format::Node>(p);
+      for (uint32_t i = 0; i < n.count && i < dir::format::kNodeCap; i++) DirChild(n.e[i].child, depth - 1, blocks, nodes, seen);
+      return;
+    }
+    blocks->push_back({p, 4096});
+    for (uint64_t o = Get<dir::format::BlockHeader>(p).overflow; o != 0 && seen->insert(o).second;) {
+      uint64_t op = Translate(o);
+      if (op == UINT64_MAX) break;
+      blocks->push_back({op, 4096});
+      o = Get<dir::format::BlockHeader>(op).overflow;
+    }
+  }
+
+  std::string b_;
+};
+
+}  // namespace mapfs::crash
