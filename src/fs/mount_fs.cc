@@ -51,6 +51,23 @@ Result<std::unique_ptr<FileSystem>> FileSystem::Mount(const std::string& pool, c
   if (!t.ok() && t.status().code() == ENOENT) {
     if (!p.exclusive_open())
       return Status::Error(EBUSY, pool + ": no file system yet and the pool is open elsewhere");
+    // An interrupted format leaves at most its own partitions: the
+    // superblock, inode segment 0 and the root directory's root and first
+    // block (three L0, one L1). More means the superblock pointer was lost,
+    // not that the pool is new: refuse, rather than format over the files
+    // (and, after a crash, free every one of them as a leak).
+    space::SpaceStats ss = sp.Stats();
+    uint64_t parts = 0, big = 0;
+    for (int l = 0; l <= space::format::kMaxLevel; l++) {
+      parts += ss.allocated[l];
+      if (l >= 2) big += ss.allocated[l];
+    }
+    if (parts > 4 || big > 0 || ss.allocated[1] > 1)
+      return Status::Error(EUCLEAN, pool + ": pool state damaged: no superblock pointer (fs_super = 0 at pool offset " +
+                                        std::to_string(medium::format::kStateOff +
+                                                       offsetof(medium::format::PoolState, fs_super)) +
+                                        ") but " + std::to_string(parts) +
+                                        " partitions are allocated; refusing to format over them");
     // A crash during an earlier format leaves only leaked partitions.
     if (fs->recovered_) MAPFS_RETURN_IF_ERROR(fs->CollectLeaks(nullptr));
     Status st = meta::InodeTable::Format(&p, &vm, &sp, [&](meta::InodeTable* it, MetaTx* tx) -> Status {
