@@ -1,6 +1,7 @@
 #include "crash_checker.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -8,6 +9,7 @@
 #include <functional>
 #include <string_view>
 
+#include "common/units.h"
 #include "test_util.h"
 
 namespace mapfs::crash {
@@ -22,9 +24,18 @@ CrashChecker::CrashChecker(const CrashRecorder& rec, const std::vector<FsState>&
       image_(rec.base()) {
   static std::atomic<int> counter{0};
   path_ = "/dev/shm/mapfs-crash-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".pool";
+  int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd >= 0 && ::ftruncate(fd, static_cast<off_t>(image_.size())) == 0) {
+    void* m = ::mmap(nullptr, image_.size(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m != MAP_FAILED) file_ = static_cast<char*>(m);
+  }
+  if (fd >= 0) ::close(fd);
 }
 
-CrashChecker::~CrashChecker() { ::unlink(path_.c_str()); }
+CrashChecker::~CrashChecker() {
+  if (file_ != nullptr) ::munmap(file_, image_.size());
+  ::unlink(path_.c_str());
+}
 
 uint64_t CrashChecker::LineHash(uint64_t line, const char* bytes) const {
   if (std::memcmp(bytes, rec_.base().data() + line * kLine, kLine) == 0) return 0;  // as in the base
@@ -98,8 +109,9 @@ std::vector<std::string> CrashChecker::Run(CheckCounts* counts) {
       counts->violations++;
       if (violations.size() < 5) {
         std::string lines;
-        for (size_t i = 0; i < subset.size(); i++)
+        for (size_t i = 0; i < subset.size() && i < 16; i++)
           lines += (subset[i] ? " +" : " -") + std::to_string(p.in_flight[i].line * kLine);
+        if (subset.size() > 16) lines += " ... (" + std::to_string(subset.size() - 16) + " more)";
         violations.push_back("crash during op " + std::to_string(p.op) + " (of " + std::to_string(last_op) +
                              "), in-flight lines (+ arrived, - lost, pool offsets):" + lines + "\n  " + why);
       }
@@ -113,11 +125,12 @@ std::vector<std::string> CrashChecker::Run(CheckCounts* counts) {
 }
 
 std::string CrashChecker::JudgeImage(const CrashPoint& p) {
-  int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return "cannot write the image: " + std::string(strerror(errno));
-  bool written = ::pwrite(fd, image_.data(), image_.size(), 0) == static_cast<ssize_t>(image_.size());
-  ::close(fd);
-  if (!written) return "cannot write the image";
+  if (file_ == nullptr) return "cannot map the image file " + path_;
+  // Only the pages the last mount changed (or the image moved) are copied:
+  // most of a pool is the same from one image to the next.
+  for (uint64_t off = 0; off < image_.size(); off += kPageSize)
+    if (std::memcmp(file_ + off, image_.data() + off, kPageSize) != 0)
+      std::memcpy(file_ + off, image_.data() + off, kPageSize);
 
   auto mounted = fs::FileSystem::Mount(path_, mount_options_);
   if (!mounted.ok()) return "mount after the crash failed: " + mounted.status().ToString();

@@ -63,6 +63,7 @@ class CrashChecker {
   fs::FsOptions mount_options_;
   std::string image_;  // the durable state at the current point
   std::string path_;   // where images are written to be mounted
+  char* file_ = nullptr;  // path_ mapped (shared)
   uint64_t key_ = 0;   // hash of image_ (XOR of its lines that differ from the base)
   std::unordered_set<uint64_t> seen_;
 };
