@@ -14,10 +14,11 @@
 
 namespace mapfs::crash {
 
-CrashChecker::CrashChecker(const CrashRecorder& rec, const std::vector<FsState>& states, DataPromise promise,
-                           Budget budget, fs::FsOptions mount_options)
+CrashChecker::CrashChecker(const CrashRecorder& rec, const std::vector<FsState>& states, std::vector<bool> durable,
+                           DataPromise promise, Budget budget, fs::FsOptions mount_options)
     : rec_(rec),
       states_(states),
+      durable_(std::move(durable)),
       promise_(promise),
       budget_(budget),
       mount_options_(mount_options),
@@ -149,11 +150,16 @@ std::string CrashChecker::JudgeImage(const CrashPoint& p) {
     if (!got.ok()) {
       fail("reading the tree failed: " + got.status().ToString());
     } else {
-      std::vector<const FsState*> allowed;
+      std::vector<const FsState*> allowed, data_allowed;
       const int last = static_cast<int>(states_.size()) - 1;
+      const int now = std::min(p.op, last);
       if (p.op >= 1 && p.op <= last) allowed.push_back(&states_[p.op - 1]);
-      allowed.push_back(&states_[std::min(p.op, last)]);
-      std::string j = Judge(*got, allowed, promise_);
+      allowed.push_back(&states_[now]);
+      // Data may be as old as the last state whose data was durable.
+      int from = p.op <= last ? p.op - 1 : last;
+      while (from > 0 && !durable_[from]) from--;
+      for (int i = from; i <= now; i++) data_allowed.push_back(&states_[i]);
+      std::string j = Judge(*got, allowed, data_allowed, promise_);
       if (!j.empty()) fail(j + "\n  found:\n" + Summary(*got));
     }
   }

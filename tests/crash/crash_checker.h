@@ -41,9 +41,11 @@ struct CheckCounts {
 
 class CrashChecker {
  public:
-  // states[i] is the state after operation i (states[0]: before the first).
-  CrashChecker(const CrashRecorder& rec, const std::vector<FsState>& states, DataPromise promise, Budget budget,
-               fs::FsOptions mount_options = {});
+  // states[i] is the state after operation i (states[0]: before the first);
+  // durable[i]: the file data of states[i] is durable (always, but in posix
+  // mode after writes through a descriptor that is still open).
+  CrashChecker(const CrashRecorder& rec, const std::vector<FsState>& states, std::vector<bool> durable,
+               DataPromise promise, Budget budget, fs::FsOptions mount_options = {});
   ~CrashChecker();
 
   // Judges every image; returns a description of each violation (the
@@ -58,6 +60,7 @@ class CrashChecker {
 
   const CrashRecorder& rec_;
   const std::vector<FsState>& states_;
+  std::vector<bool> durable_;
   DataPromise promise_;
   Budget budget_;
   fs::FsOptions mount_options_;

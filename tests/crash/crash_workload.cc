@@ -123,6 +123,7 @@ Outcome RunWorkload(const Workload& w, int mode, const Budget& budget) {
   fs::FsOptions opt;
   opt.mode = mode;
   std::vector<FsState> states;
+  std::vector<bool> durable{true};
   {
     auto mounted = fs::FileSystem::Mount(pool.path(), opt);
     if (!mounted.ok()) {
@@ -154,6 +155,7 @@ Outcome RunWorkload(const Workload& w, int mode, const Budget& budget) {
         return out;
       }
       states.push_back(*si);
+      durable.push_back(mode != MAPFS_MODE_POSIX || w.steps[i].durable);
     }
     rec.Finish(static_cast<int>(w.steps.size()) + 1);
     for (uint64_t l : rec.untraced_lines())
@@ -166,7 +168,7 @@ Outcome RunWorkload(const Workload& w, int mode, const Budget& budget) {
     if (!u.ok()) ADD_FAILURE() << "unmount: " << u.ToString();
 
     const DataPromise promise = mode == MAPFS_MODE_STRICT ? DataPromise::kWholeFile : DataPromise::kPerLine;
-    CrashChecker checker(rec, states, promise, budget, opt);
+    CrashChecker checker(rec, states, durable, promise, budget, opt);
     for (auto& v : checker.Run(&out.counts)) out.violations.push_back(std::move(v));
   }
   return out;

@@ -16,6 +16,9 @@ using FsCall = std::function<Status(fs::FileSystem&)>;
 struct Step {
   std::string name;
   FsCall run;  // its error (ENOENT, ENOSPC, ...) is part of the workload, not a failure
+  // Posix mode only: false for a write through a descriptor left open (its
+  // data is durable at the next fsync or close, not on return).
+  bool durable = true;
 };
 
 struct Workload {

@@ -129,7 +129,8 @@ Result<FsState> Capture(fs::FileSystem& fs) {
   return s;
 }
 
-std::string Judge(const FsState& got, const std::vector<const FsState*>& allowed, DataPromise promise) {
+std::string Judge(const FsState& got, const std::vector<const FsState*>& allowed,
+                  const std::vector<const FsState*>& data_allowed, DataPromise promise) {
   bool tree_ok = false;
   for (const FsState* a : allowed) tree_ok |= a->tree == got.tree;
   if (!tree_ok) {
@@ -140,7 +141,7 @@ std::string Judge(const FsState& got, const std::vector<const FsState*>& allowed
   }
   for (const auto& [ino, bytes] : got.content) {
     std::vector<const std::string*> versions;
-    for (const FsState* a : allowed) {
+    for (const FsState* a : data_allowed) {
       auto it = a->content.find(ino);
       if (it != a->content.end()) versions.push_back(&it->second);
     }

@@ -44,9 +44,15 @@ enum class DataPromise {
   kWholeFile,  // strict: each file's bytes are exactly one allowed version's
 };
 
-// "" when `got` is allowed by `allowed` (the states before and after the
-// operation that was running); otherwise what is wrong.
-std::string Judge(const FsState& got, const std::vector<const FsState*>& allowed, DataPromise promise);
+// "" when `got` is allowed: its tree is one of `tree_allowed` (the states
+// before and after the operation that was running) and each file's bytes
+// are versions from `data_allowed` (the same states, or in posix mode every
+// state since the file data was last made durable); otherwise what is wrong.
+std::string Judge(const FsState& got, const std::vector<const FsState*>& tree_allowed,
+                  const std::vector<const FsState*>& data_allowed, DataPromise promise);
+inline std::string Judge(const FsState& got, const std::vector<const FsState*>& allowed, DataPromise promise) {
+  return Judge(got, allowed, allowed, promise);
+}
 
 // Short human summary of a state (for violation reports).
 std::string Summary(const FsState& s);
