@@ -4,7 +4,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <limits.h>
+
 #include <algorithm>
+#include <cstdarg>
 #include <cstdio>
 #include <fstream>
 
@@ -57,6 +60,80 @@ static std::string Escape(const std::string& s) {
   return o;
 }
 
+static double NsPerOp(const Row& r) { return r.ops ? r.ns.median / static_cast<double>(r.ops) : 0; }
+
+double RatioTo(const std::vector<Row>& rows, const Row& r, const std::string& base_fs) {
+  for (const Row& b : rows)
+    if (b.fs == base_fs && b.workload == r.workload && b.page == r.page && b.pages == r.pages &&
+        b.entries == r.entries && b.threads == r.threads && NsPerOp(r) > 0)
+      return NsPerOp(b) / NsPerOp(r);
+  return 0;
+}
+
+static std::string Ratio(double x) {
+  char b[32];
+  if (x <= 0) return "-";
+  std::snprintf(b, sizeof b, x >= 100 ? "%.0fx" : "%.2fx", x);
+  return b;
+}
+
+void PrintRows(const std::vector<Row>& rows) {
+  std::printf("%-22s %-20s %-4s %8s %10s %12s %8s %23s %8s %8s\n", "workload", "fs", "page", "n", "ops", "ns/op",
+              "GB/s", "min..max ns/op", "x tmpfs", "x floor");
+  for (const Row& r : rows) {
+    std::string fs = r.fs + (r.mode == "-" ? "" : "/" + r.mode);
+    uint64_t n = r.entries ? r.entries : r.threads ? static_cast<uint64_t>(r.threads) : r.pages;
+    double ops = static_cast<double>(r.ops ? r.ops : 1);
+    double gbps = r.ns.median > 0 ? static_cast<double>(r.bytes) / r.ns.median : 0;
+    char spread[48], nbuf[24] = "-", gb[16] = "-";
+    std::snprintf(spread, sizeof spread, "%.0f..%.0f", r.ns.min / ops, r.ns.max / ops);
+    if (n) std::snprintf(nbuf, sizeof nbuf, "%llu", static_cast<unsigned long long>(n));
+    if (r.bytes) std::snprintf(gb, sizeof gb, "%.2f", gbps);
+    std::printf("%-22s %-20s %-4s %8s %10llu %12.0f %8s %23s %8s %8s\n", r.workload.c_str(), fs.c_str(),
+                r.page.c_str(), nbuf, static_cast<unsigned long long>(r.ops), NsPerOp(r), gb, spread,
+                Ratio(RatioTo(rows, r, "tmpfs")).c_str(), Ratio(RatioTo(rows, r, "floor")).c_str());
+  }
+  std::fflush(stdout);
+}
+
+void Progress(const char* fmt, ...) {
+  if (!::isatty(2)) return;
+  char b[160];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(b, sizeof b, fmt, ap);
+  va_end(ap);
+  std::fprintf(stderr, "\r\033[K%s", b);
+}
+
+void ProgressDone() {
+  if (::isatty(2)) std::fprintf(stderr, "\r\033[K");
+}
+
+std::string BinDir() {
+  char exe[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return ".";
+  exe[n] = '\0';
+  std::string s(exe);
+  return s.substr(0, s.rfind('/'));
+}
+
+std::string ShellQuote(const std::string& s) {
+  std::string o = "'";
+  for (char c : s) o += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return o + "'";
+}
+
+bool RunCapture(const std::string& cmd, std::string* out) {
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return false;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out->append(buf, n);
+  return ::pclose(p) == 0;
+}
+
 bool WriteJson(const std::string& path, const std::string& suite, const std::vector<Row>& rows) {
   FILE* f = std::fopen(path.c_str(), "w");
   if (f == nullptr) return false;
@@ -65,15 +142,16 @@ bool WriteJson(const std::string& path, const std::string& suite, const std::vec
   for (size_t i = 0; i < rows.size(); i++) {
     const Row& r = rows[i];
     double secs = r.ns.median / 1e9;
-    double ns_per_op = r.ops ? r.ns.median / static_cast<double>(r.ops) : 0;
     double gbps = secs > 0 ? static_cast<double>(r.bytes) / secs / 1e9 : 0;
     std::fprintf(f,
                  "  {\"workload\": \"%s\", \"fs\": \"%s\", \"mode\": \"%s\", \"page\": \"%s\", \"pages\": %llu, "
+                 "\"entries\": %llu, \"threads\": %d, "
                  "\"ops\": %llu, \"seconds\": %.9f, \"ns_per_op\": %.1f, \"gb_per_s\": %.3f, "
-                 "\"min_ns\": %.0f, \"median_ns\": %.0f, \"max_ns\": %.0f}%s\n",
+                 "\"min_ns\": %.0f, \"median_ns\": %.0f, \"max_ns\": %.0f, \"x_tmpfs\": %.4f, \"x_floor\": %.4f}%s\n",
                  Escape(r.workload).c_str(), Escape(r.fs).c_str(), Escape(r.mode).c_str(), Escape(r.page).c_str(),
-                 static_cast<unsigned long long>(r.pages), static_cast<unsigned long long>(r.ops), secs,
-                 ns_per_op, gbps, r.ns.min, r.ns.median, r.ns.max, i + 1 < rows.size() ? "," : "");
+                 static_cast<unsigned long long>(r.pages), static_cast<unsigned long long>(r.entries), r.threads,
+                 static_cast<unsigned long long>(r.ops), secs, NsPerOp(r), gbps, r.ns.min, r.ns.median, r.ns.max,
+                 RatioTo(rows, r, "tmpfs"), RatioTo(rows, r, "floor"), i + 1 < rows.size() ? "," : "");
   }
   std::fprintf(f, "]}\n");
   return std::fclose(f) == 0;

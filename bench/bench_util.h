@@ -25,7 +25,34 @@ struct Row {
   uint64_t ops = 0;      // operations per repeat
   uint64_t bytes = 0;    // bytes moved per repeat
   Spread ns;             // per repeat, nanoseconds for `ops` operations
+  uint64_t entries = 0;  // dir: files in the directory
+  int threads = 0;       // concurrency: threads at once
 };
+
+// The ratios every table and JSON row carries: per-operation speed against
+// the tmpfs (and floor) row of the same workload and parameters, > 1 meaning
+// faster. 0 when the run has no such baseline row.
+double RatioTo(const std::vector<Row>& rows, const Row& r, const std::string& base_fs);
+
+// Prints the rows as a table: fs/mode, page, parameter, ops, ns/op, GB/s,
+// the repeat spread (min/max ns/op), x tmpfs and x floor.
+void PrintRows(const std::vector<Row>& rows);
+
+// A progress line on stderr when it is a terminal ("\r" overwritten, cleared
+// by ProgressDone); nothing otherwise, so logs and CI stay clean.
+void Progress(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+void ProgressDone();
+
+// The directory holding this program (bin/), where mapfs-ycsb, mapfs-tpcc
+// and plot_results.py are found.
+std::string BinDir();
+
+// 'S' quoted for /bin/sh.
+std::string ShellQuote(const std::string& s);
+
+// Runs a shell command, returning its stdout (stderr passes through) and
+// whether it exited 0.
+bool RunCapture(const std::string& cmd, std::string* out);
 
 // {"suite": ..., "machine": {...}, "results": [...]}
 bool WriteJson(const std::string& path, const std::string& suite, const std::vector<Row>& rows);

@@ -13,74 +13,14 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "ext4_baseline.h"
+#include "fs_targets.h"
 #include "common/units.h"
 #include "mapfs/mapfs.h"
 #include "medium/persist.h"
 
 namespace mapfs::bench {
 namespace {
-
-// One file system under test, POSIX-shaped.
-struct Target {
-  virtual ~Target() = default;
-  virtual int Open(const std::string& p, int flags, mode_t m = 0644) = 0;
-  virtual int Close(int fd) = 0;
-  virtual ssize_t Pwrite(int fd, const void* b, size_t n, off_t o) = 0;
-  virtual ssize_t Pread(int fd, void* b, size_t n, off_t o) = 0;
-  virtual ssize_t Write(int fd, const void* b, size_t n) = 0;
-  virtual int Stat(const std::string& p, struct stat* st) = 0;
-  virtual int Unlink(const std::string& p) = 0;
-  virtual int Rename(const std::string& a, const std::string& b) = 0;
-  virtual int Mkdir(const std::string& p) = 0;
-  virtual int Rmdir(const std::string& p) = 0;
-  std::string name, mode = "-";
-};
-
-// System calls on files under `root`: tmpfs, or mapfs through the
-// LD_PRELOAD shim when this process runs under it ("mapfs-preload").
-struct Tmpfs : Target {
-  std::string root;
-  explicit Tmpfs(std::string r, std::string n = "tmpfs", std::string m = "-") : root(std::move(r)) {
-    name = std::move(n);
-    mode = std::move(m);
-  }
-  std::string P(const std::string& p) { return root + p; }
-  int Open(const std::string& p, int f, mode_t m) override { return ::open(P(p).c_str(), f, m); }
-  int Close(int fd) override { return ::close(fd); }
-  ssize_t Pwrite(int fd, const void* b, size_t n, off_t o) override { return ::pwrite(fd, b, n, o); }
-  ssize_t Pread(int fd, void* b, size_t n, off_t o) override { return ::pread(fd, b, n, o); }
-  ssize_t Write(int fd, const void* b, size_t n) override { return ::write(fd, b, n); }
-  int Stat(const std::string& p, struct stat* st) override { return ::stat(P(p).c_str(), st); }
-  int Unlink(const std::string& p) override { return ::unlink(P(p).c_str()); }
-  int Rename(const std::string& a, const std::string& b) override { return ::rename(P(a).c_str(), P(b).c_str()); }
-  int Mkdir(const std::string& p) override { return ::mkdir(P(p).c_str(), 0755); }
-  int Rmdir(const std::string& p) override { return ::rmdir(P(p).c_str()); }
-};
-
-struct Mapfs : Target {
-  mapfs_t* fs;
-  int oflag;
-  Mapfs(mapfs_t* f, const std::string& m) : fs(f) {
-    name = "mapfs";
-    mode = m;
-    oflag = m == "posix" ? MAPFS_O_POSIX : m == "strict" ? MAPFS_O_STRICT : MAPFS_O_SYNCMODE;
-  }
-  int Open(const std::string& p, int f, mode_t m) override { return mapfs_open(fs, p.c_str(), f | oflag, m); }
-  int Close(int fd) override { return mapfs_close(fs, fd); }
-  ssize_t Pwrite(int fd, const void* b, size_t n, off_t o) override { return mapfs_pwrite(fs, fd, b, n, o); }
-  ssize_t Pread(int fd, void* b, size_t n, off_t o) override { return mapfs_pread(fs, fd, b, n, o); }
-  ssize_t Write(int fd, const void* b, size_t n) override { return mapfs_write(fs, fd, b, n); }
-  int Stat(const std::string& p, struct stat* st) override { return mapfs_stat(fs, p.c_str(), st); }
-  int Unlink(const std::string& p) override { return mapfs_unlink(fs, p.c_str()); }
-  int Rename(const std::string& a, const std::string& b) override { return mapfs_rename(fs, a.c_str(), b.c_str()); }
-  int Mkdir(const std::string& p) override { return mapfs_mkdir(fs, p.c_str(), 0755); }
-  int Rmdir(const std::string& p) override { return mapfs_rmdir(fs, p.c_str()); }
-};
-
-bool Check(bool ok, const char* what) {
-  if (!ok) std::fprintf(stderr, "mapfs bench: %s failed: %s (%s)\n", what, std::strerror(errno), mapfs_last_error());
-  return ok;
-}
 
 constexpr size_t kIo = 4096;
 
@@ -145,7 +85,7 @@ double FloorRun(char* map, const std::string& w, uint64_t size, char* buf, const
   return static_cast<double>(NowNs() - t0);
 }
 
-int RunMicro(const FsBenchOptions& o, mapfs_t* fs, Tmpfs& tmp, std::vector<Row>& rows) {
+int RunMicro(const FsBenchOptions& o, mapfs_t* fs, SyscallTarget& tmp, SyscallTarget* ext4, std::vector<Row>& rows) {
   uint64_t size = o.size ? o.size : o.quick ? 64 * MiB : 1 * GiB;
   size = AlignDown(size, 10 * kIo);
   int repeat = o.repeat ? o.repeat : o.quick ? 2 : 3;
@@ -164,21 +104,22 @@ int RunMicro(const FsBenchOptions& o, mapfs_t* fs, Tmpfs& tmp, std::vector<Row>&
   if (map == MAP_FAILED) return Check(false, "mmap floor"), 1;
 
   std::vector<std::unique_ptr<Target>> targets;
-  targets.push_back(std::make_unique<Tmpfs>(tmp));
+  targets.push_back(std::make_unique<SyscallTarget>(tmp));
+  if (ext4 != nullptr) targets.push_back(std::make_unique<SyscallTarget>(*ext4));
   for (size_t i = 0; i < o.modes.size();) {
     size_t j = o.modes.find(',', i);
     if (j == std::string::npos) j = o.modes.size();
-    targets.push_back(std::make_unique<Mapfs>(fs, o.modes.substr(i, j - i)));
+    targets.push_back(std::make_unique<MapfsTarget>(fs, o.modes.substr(i, j - i)));
     i = j + 1;
   }
-  if (!o.preload_root.empty()) targets.push_back(std::make_unique<Tmpfs>(o.preload_root, "mapfs-preload", "sync"));
-  std::printf("\nmicro: file of %s, 4 KiB I/O, median of %d (ns per op)\n", FormatSize(size).c_str(), repeat);
-  std::printf("%-8s %-20s %12s %10s %10s %9s\n", "workload", "fs", "ns/op", "GB/s", "x tmpfs", "x floor");
+  if (!o.preload_root.empty()) targets.push_back(std::make_unique<SyscallTarget>(o.preload_root, "mapfs-preload", "sync"));
+  std::printf("\nmicro: file of %s, 4 KiB I/O, median of %d\n", FormatSize(size).c_str(), repeat);
   for (std::string w : {"append", "swe", "sw", "sr", "rw", "rr"}) {
     uint64_t ops = (w == "rw" || w == "rr" || w == "append") ? size / kIo : 10;
     std::vector<std::vector<double>> t(targets.size());
     std::vector<double> fl;
     for (int r = 0; r < repeat; r++) {
+      Progress("micro %s, repeat %d of %d", w.c_str(), r + 1, repeat);
       fl.push_back(FloorRun(map, w, size, buf, offs));
       for (size_t k = 0; k < targets.size(); k++) {
         if (w != "append" && w != "swe") {
@@ -192,41 +133,32 @@ int RunMicro(const FsBenchOptions& o, mapfs_t* fs, Tmpfs& tmp, std::vector<Row>&
         t[k].push_back(ns);
       }
     }
-    Spread f = SpreadOf(fl), base = SpreadOf(t[0]);
-    rows.push_back({w, "floor", "-", "4k", 0, ops, size, f});
-    auto print = [&](const std::string& fsn, const std::string& mode, const Spread& s) {
-      double gbps = static_cast<double>(size) / s.median;
-      std::printf("%-8s %-20s %12.0f %10.2f %9.2fx %8.2fx\n", w.c_str(), (fsn + (mode == "-" ? "" : "/" + mode)).c_str(),
-                  s.median / static_cast<double>(ops), gbps, base.median / s.median, f.median / s.median);
-    };
-    print("floor", "-", f);
-    for (size_t k = 0; k < targets.size(); k++) {
-      Spread s = SpreadOf(t[k]);
-      rows.push_back({w, targets[k]->name, targets[k]->mode, "4k", 0, ops, size, s});
-      print(targets[k]->name, targets[k]->mode, s);
-    }
-    std::fflush(stdout);
+    rows.push_back({w, "floor", "-", "4k", 0, ops, size, SpreadOf(fl)});
+    for (size_t k = 0; k < targets.size(); k++)
+      rows.push_back({w, targets[k]->name, targets[k]->mode, "4k", 0, ops, size, SpreadOf(t[k])});
   }
+  ProgressDone();
+  PrintRows(rows);
   for (auto& tg : targets) tg->Unlink("/micro.dat");
   ::munmap(map, size);
   return 0;
 }
 
-int RunMeta(const FsBenchOptions& o, mapfs_t* fs, Tmpfs& tmp, std::vector<Row>& rows) {
+int RunMeta(const FsBenchOptions& o, mapfs_t* fs, SyscallTarget& tmp, SyscallTarget* ext4, std::vector<Row>& rows) {
   uint64_t n = o.ops ? o.ops : o.quick ? 2000 : 20000;
   int repeat = o.repeat ? o.repeat : 3;
-  Mapfs m(fs, "sync");
-  Tmpfs shim(o.preload_root, "mapfs-preload", "sync");
+  MapfsTarget m(fs, "sync");
+  SyscallTarget shim(o.preload_root, "mapfs-preload", "sync");
   std::vector<Target*> ts = {&tmp, &m};
+  if (ext4 != nullptr) ts.push_back(ext4);
   if (!o.preload_root.empty()) ts.push_back(&shim);
-  std::printf("\nmeta: %llu files in one directory, median of %d (ns per op)\n", static_cast<unsigned long long>(n),
-              repeat);
-  std::printf("%-8s %-20s %12s %10s\n", "workload", "fs", "ns/op", "x tmpfs");
+  std::printf("\nmeta: %llu files in one directory, median of %d\n", static_cast<unsigned long long>(n), repeat);
   const char* names[] = {"create", "open", "stat", "rename", "unlink"};
   std::vector<std::vector<double>> t[5];
   for (auto& x : t) x.resize(ts.size());
   for (int r = 0; r < repeat; r++) {
     for (size_t k = 0; k < ts.size(); k++) {
+      Progress("meta %s, repeat %d of %d", ts[k]->name.c_str(), r + 1, repeat);
       Target& x = *ts[k];
       x.Mkdir("/meta");
       auto path = [](uint64_t i, const char* p) { return std::string("/meta/") + p + std::to_string(i); };
@@ -258,17 +190,10 @@ int RunMeta(const FsBenchOptions& o, mapfs_t* fs, Tmpfs& tmp, std::vector<Row>& 
       for (int w = 0; w < 5; w++) t[w][k].push_back(static_cast<double>(ts5[w + 1] - ts5[w]));
     }
   }
-  for (int w = 0; w < 5; w++) {
-    Spread a = SpreadOf(t[w][0]);
-    rows.push_back({names[w], "tmpfs", "-", "4k", 0, n, 0, a});
-    std::printf("%-8s %-20s %12.0f %10s\n", names[w], "tmpfs", a.median / static_cast<double>(n), "1.00x");
-    for (size_t k = 1; k < ts.size(); k++) {
-      Spread b = SpreadOf(t[w][k]);
-      rows.push_back({names[w], ts[k]->name, ts[k]->mode, "4k", 0, n, 0, b});
-      std::printf("%-8s %-20s %12.0f %9.2fx\n", names[w], ts[k]->name.c_str(), b.median / static_cast<double>(n),
-                  a.median / b.median);
-    }
-  }
+  ProgressDone();
+  for (int w = 0; w < 5; w++)
+    for (size_t k = 0; k < ts.size(); k++) rows.push_back({names[w], ts[k]->name, ts[k]->mode, "4k", 0, n, 0, SpreadOf(t[w][k])});
+  PrintRows(rows);
   return 0;
 }
 
@@ -291,10 +216,15 @@ int RunFsBench(const FsBenchOptions& opt) {
     return Check(false, "mount"), 1;
   }
   ::mkdir(tdir.c_str(), 0700);
-  Tmpfs tmp(tdir);
+  SyscallTarget tmp(tdir);
   std::printf("mapfs bench %s; %s\n", o.suite.c_str(), MachineDescription().c_str());
+  Ext4Baseline ext4_mount;
+  std::unique_ptr<SyscallTarget> ext4;
+  uint64_t files = o.ops ? o.ops : 20000;
+  uint64_t ext4_bytes = o.suite == "micro" ? 2 * size + 256 * MiB : 512 * MiB;
+  if (MountExt4OrSay(ext4_mount, ext4_bytes, o.suite == "meta" ? files : 0, o.dir)) ext4 = std::make_unique<SyscallTarget>(ext4_mount.dir(), "ext4");
   std::vector<Row> rows;
-  int rc = o.suite == "micro" ? RunMicro(o, fs, tmp, rows) : RunMeta(o, fs, tmp, rows);
+  int rc = o.suite == "micro" ? RunMicro(o, fs, tmp, ext4.get(), rows) : RunMeta(o, fs, tmp, ext4.get(), rows);
   mapfs_unmount(fs);
   ::unlink(pool.c_str());
   if (!o.preload_root.empty()) {

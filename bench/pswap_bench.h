@@ -10,7 +10,7 @@ namespace mapfs::bench {
 struct PswapBenchOptions {
   std::string pool;          // pool file to create (deleted afterwards)
   std::string json;          // write results here when non-empty
-  int repeat = 5;
+  int repeat = 0;            // 0 = default (quick 2, else 5)
   bool quick = false;
   uint64_t max_pages = 262658;
 };

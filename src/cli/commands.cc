@@ -14,9 +14,6 @@
 #include "mapfs/mapfs.h"
 #include "medium/persist.h"
 #include "mount/mount.h"
-#include "fs_ops.h"
-#include "pswap_bench.h"
-#include "ycsb_bench.h"
 
 namespace mapfs::cli {
 namespace {
@@ -197,103 +194,6 @@ int Fsck(const std::vector<std::string>& args) {
   else
     std::printf("%s: %" PRIu64 " problems, %" PRIu64 " remain after repair\n", p.pos[0].c_str(), problems, remaining);
   return (repair ? remaining : problems) ? 1 : 0;
-}
-
-int Bench(const std::vector<std::string>& args) {
-  Parsed p = Parse(args, {"--json", "--repeat", "--pool", "--max-pages", "--size", "--ops", "--mode", "--dir",
-                          "--records"},
-                   {"--quick", "--no-preload"});
-  const char* usage =
-      "usage: mapfs bench SUITE [--quick] [--json FILE] [--repeat N]\n"
-      "  pswap  [--max-pages N] [--pool PATH]\n"
-      "  micro  [--size BYTES] [--mode posix,sync,strict] [--dir DIR] [--no-preload]\n"
-      "  meta   [--ops FILES] [--dir DIR] [--no-preload]\n"
-      "  ycsb   [--records N] [--ops N] [--mode posix|sync|strict] [--dir DIR]  (LevelDB, tmpfs vs the shim)\n"
-      "  (micro and meta also measure mapfs through the LD_PRELOAD shim, by\n"
-      "  running themselves under `mapfs run`; --no-preload skips that)\n";
-  std::string suite = p.pos.size() == 1 ? p.pos[0] : "";
-  if (!p.error.empty() || (suite != "pswap" && suite != "micro" && suite != "meta" && suite != "ycsb")) {
-    std::fprintf(stderr, "%s%s%s", usage, p.error.empty() ? "" : "mapfs bench: ", p.error.c_str());
-    return 2;
-  }
-  int repeat = 0;
-  if (p.Has("--repeat")) {
-    auto r = ParseCount(*p.Get("--repeat"));
-    if (!r || *r == 0 || *r > 1000) return std::fprintf(stderr, "mapfs bench: bad --repeat\n"), 2;
-    repeat = static_cast<int>(*r);
-  }
-  if (suite == "pswap") {
-    bench::PswapBenchOptions o;
-    o.pool = p.Has("--pool") ? *p.Get("--pool") : "/dev/shm/mapfs-bench-" + std::to_string(::getpid()) + ".pool";
-    if (p.Has("--json")) o.json = *p.Get("--json");
-    o.quick = p.Has("--quick");
-    o.repeat = repeat;
-    if (p.Has("--max-pages")) {
-      auto n = ParseCount(*p.Get("--max-pages"));
-      if (!n || *n == 0) return std::fprintf(stderr, "mapfs bench: bad --max-pages\n"), 2;
-      o.max_pages = *n;
-    }
-    return bench::RunPswapBench(o);
-  }
-  if (suite == "ycsb") {
-    bench::YcsbBenchOptions y;
-    y.dir = p.Has("--dir") ? *p.Get("--dir") : "/dev/shm";
-    if (p.Has("--json")) y.json = *p.Get("--json");
-    if (p.Has("--mode")) y.mode = *p.Get("--mode");
-    if (y.mode != "posix" && y.mode != "sync" && y.mode != "strict")
-      return std::fprintf(stderr, "mapfs bench: --mode must be posix, sync or strict for ycsb\n"), 2;
-    y.quick = p.Has("--quick");
-    y.repeat = repeat;
-    for (const char* k : {"--records", "--ops"}) {
-      if (!p.Has(k)) continue;
-      auto n = ParseCount(*p.Get(k));
-      if (!n || *n < 10) return std::fprintf(stderr, "mapfs bench: bad %s\n", k), 2;
-      (std::strcmp(k, "--records") == 0 ? y.records : y.ops) = *n;
-    }
-    return bench::RunYcsbBench(y);
-  }
-  bench::FsBenchOptions o;
-  o.suite = suite;
-  o.dir = p.Has("--dir") ? *p.Get("--dir") : "/dev/shm";
-  if (p.Has("--json")) o.json = *p.Get("--json");
-  if (p.Has("--mode")) o.modes = *p.Get("--mode");
-  o.quick = p.Has("--quick");
-  o.repeat = repeat;
-  if (p.Has("--size")) {
-    auto n = ParseSize(*p.Get("--size"));
-    if (!n.ok() || *n < 40960) return std::fprintf(stderr, "mapfs bench: --size must be at least 40K\n"), 2;
-    o.size = *n;
-  }
-  if (p.Has("--ops")) {
-    auto n = ParseCount(*p.Get("--ops"));
-    if (!n || *n == 0) return std::fprintf(stderr, "mapfs bench: bad --ops\n"), 2;
-    o.ops = *n;
-  }
-  if (std::getenv("MAPFS_BENCH_SHIM") != nullptr) {
-    const char* m = std::getenv("MAPFS_MOUNT");
-    o.preload_root = m ? m : "/mapfs";
-  } else if (!p.Has("--no-preload")) {
-    // Run again under the shim, on a pool of its own, so the shim's figures
-    // come from the same run as the others.
-    std::string pool = o.dir + "/mapfs-bench-shim-" + std::to_string(::getpid()) + ".pool";
-    uint64_t size = o.size ? o.size : o.quick ? 64ull << 20 : 1ull << 30;
-    struct mapfs_mkfs_options mk {};
-    mk.size = std::max<uint64_t>(3 * size + (512ull << 20), 1ull << 30);
-    mk.page_size = 4096;
-    mk.mode = MAPFS_MODE_SYNC;
-    if (mapfs_mkfs(pool.c_str(), &mk) != 0) {
-      std::fprintf(stderr, "mapfs bench: cannot make %s: %s\n", pool.c_str(), std::strerror(errno));
-      return 1;
-    }
-    ::setenv("MAPFS_BENCH_SHIM", "1", 1);
-    std::vector<std::string> run = {"--pool", pool, "--mount", "/mapfs-bench", "--", "/proc/self/exe", "bench"};
-    run.insert(run.end(), args.begin(), args.end());
-    int rc = Run(run);  // returns only if it could not start
-    ::unlink(pool.c_str());
-    std::fprintf(stderr, "mapfs bench: the shim figures need build/lib/libmapfs-preload.so (or use --no-preload)\n");
-    return rc;
-  }
-  return bench::RunFsBench(o);
 }
 
 int Version(const std::vector<std::string>&) {

@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Charts of `mapfs bench` results (run by `mapfs bench plot RESULTS.json... --out DIR`).
+
+Reads JSON written by any suite's --json, or by `mapfs bench all --json`
+(a document holding every suite), and writes PNG files into DIR:
+
+  SUITE.png        per-operation speed relative to tmpfs (bars; 1 = tmpfs,
+                   higher is faster), one bar per file system, for every
+                   suite that has a tmpfs baseline (micro, meta, concurrency,
+                   ycsb, rocksdb, sqlite, fio)
+  dir.png          the directory-size curve: ns per operation against the
+                   number of entries, one panel per operation (log x axis)
+  pswap.png        pswap against copying twice: microseconds against pages,
+                   log-log, per mapping page size
+
+Needs matplotlib (Debian: python3-matplotlib).
+"""
+import argparse
+import json
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def suites_of(path):
+    with open(path) as f:
+        doc = json.load(f)
+    if doc.get("suite") == "all":
+        return doc.get("suites", [])
+    return [doc]
+
+
+def key(r):
+    return (r["workload"], r["page"], r.get("pages", 0), r.get("entries", 0), r.get("threads", 0))
+
+
+def label(r):
+    fs = r["fs"] if r.get("mode", "-") == "-" else f'{r["fs"]}/{r["mode"]}'
+    return fs
+
+
+def bars_vs_tmpfs(suite, rows, out):
+    base = {key(r): r["ns_per_op"] for r in rows if r["fs"] == "tmpfs" and r["ns_per_op"] > 0}
+    groups, series = [], {}
+    for r in rows:
+        k = key(r)
+        if r["fs"] == "tmpfs" or k not in base or r["ns_per_op"] <= 0:
+            continue
+        g = r["workload"] + (f' x{r["threads"]}' if r.get("threads") else "")
+        if g not in groups:
+            groups.append(g)
+        series.setdefault(label(r), {})[g] = base[k] / r["ns_per_op"]
+    if not groups:
+        return None
+    names = list(series)
+    width = 0.8 / max(1, len(names))
+    fig, ax = plt.subplots(figsize=(max(6, 0.55 * len(groups) * max(1, len(names)) ** 0.5 + 2), 4.2))
+    for i, n in enumerate(names):
+        xs = [j + (i - (len(names) - 1) / 2) * width for j in range(len(groups))]
+        ax.bar(xs, [series[n].get(g, 0) for g in groups], width, label=n)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels(groups, rotation=45 if len(groups) > 6 else 0, ha="right" if len(groups) > 6 else "center",
+                       fontsize=8)
+    ax.set_ylabel("speed relative to tmpfs (higher is faster)")
+    ax.set_title(f"mapfs bench {suite}: per-operation speed / tmpfs")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = os.path.join(out, f"{suite}.png")
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def dir_curve(rows, out):
+    phases = [p for p in ("dir-create", "dir-lookup", "dir-stat", "dir-delete") if any(r["workload"] == p for r in rows)]
+    if not phases:
+        return None
+    fig, axes = plt.subplots(1, len(phases), figsize=(3.2 * len(phases), 3.4), sharey=True)
+    if len(phases) == 1:
+        axes = [axes]
+    for ax, ph in zip(axes, phases):
+        by_fs = {}
+        for r in rows:
+            if r["workload"] == ph:
+                by_fs.setdefault(label(r), []).append((r["entries"], r["ns_per_op"]))
+        for fs, pts in sorted(by_fs.items()):
+            pts.sort()
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=fs)
+        ax.set_xscale("log")
+        ax.set_title(ph)
+        ax.set_xlabel("entries in the directory")
+    axes[0].set_ylabel("ns per operation")
+    axes[0].legend(fontsize=8)
+    fig.suptitle("mapfs bench dir: cost per operation against directory size")
+    fig.tight_layout()
+    path = os.path.join(out, "dir.png")
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def pswap_curve(rows, out):
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for page in ("4k", "2m"):
+        for w, style in (("pswap", "-"), ("pswap-hot", "--"), ("copy", ":")):
+            pts = sorted((r["pages"], r["median_ns"] / 1e3) for r in rows if r["workload"] == w and r["page"] == page)
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker=".", label=f"{w}, {page} pages")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("pages swapped (4 KiB each)")
+    ax.set_ylabel("microseconds")
+    ax.set_title("mapfs bench pswap: pswap vs copying the bytes twice")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = os.path.join(out, "pswap.png")
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("results", nargs="+")
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    made = []
+    for path in a.results:
+        for doc in suites_of(path):
+            suite, rows = doc["suite"], doc["results"]
+            if suite == "dir":
+                made.append(dir_curve(rows, a.out))
+            elif suite == "pswap":
+                made.append(pswap_curve(rows, a.out))
+            else:
+                made.append(bars_vs_tmpfs(suite, rows, a.out))
+    made = [m for m in made if m]
+    for m in made:
+        print(m)
+    if not made:
+        print("mapfs bench plot: nothing to plot", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
