@@ -43,35 +43,51 @@ def label(r):
     return fs
 
 
-def bars_vs_tmpfs(suite, rows, out):
-    base = {key(r): r["ns_per_op"] for r in rows if r["fs"] == "tmpfs" and r["ns_per_op"] > 0}
+def bar_panel(ax, rows, base):
+    """Bars of speed / tmpfs for `rows` on `ax`; False when there are none."""
     groups, series = [], {}
     for r in rows:
         k = key(r)
         if r["fs"] == "tmpfs" or k not in base or r["ns_per_op"] <= 0:
             continue
-        g = r["workload"] + (f' x{r["threads"]}' if r.get("threads") else "")
-        if g not in groups:
-            groups.append(g)
-        series.setdefault(label(r), {})[g] = base[k] / r["ns_per_op"]
+        if r["workload"] not in groups:
+            groups.append(r["workload"])
+        series.setdefault(label(r), {})[r["workload"]] = base[k] / r["ns_per_op"]
     if not groups:
-        return None
+        return False
     names = list(series)
     width = 0.8 / max(1, len(names))
-    fig, ax = plt.subplots(figsize=(max(6, 0.55 * len(groups) * max(1, len(names)) ** 0.5 + 2), 4.2))
     for i, n in enumerate(names):
         xs = [j + (i - (len(names) - 1) / 2) * width for j in range(len(groups))]
         ax.bar(xs, [series[n].get(g, 0) for g in groups], width, label=n)
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_xticks(range(len(groups)))
-    ax.set_xticklabels(groups, rotation=45 if len(groups) > 6 else 0, ha="right" if len(groups) > 6 else "center",
-                       fontsize=8)
-    ax.set_ylabel("speed relative to tmpfs (higher is faster)")
-    ax.set_title(f"mapfs bench {suite}: per-operation speed / tmpfs")
-    ax.legend(fontsize=8)
+    tilt = len(groups) > 6
+    ax.set_xticklabels(groups, rotation=30 if tilt else 0, ha="right" if tilt else "center", fontsize=8)
+    ax.set_ylabel("speed / tmpfs")
+    ax.legend(fontsize=7)
+    return True
+
+
+def bars_vs_tmpfs(suite, rows, out):
+    """One panel, or one per thread count (concurrency), of speed relative to tmpfs."""
+    base = {key(r): r["ns_per_op"] for r in rows if r["fs"] == "tmpfs" and r["ns_per_op"] > 0}
+    threads = sorted({r.get("threads", 0) for r in rows})
+    n_groups = len({r["workload"] for r in rows})
+    fig, axes = plt.subplots(len(threads), 1, figsize=(max(6, 0.6 * n_groups + 2), 3.4 * len(threads)), squeeze=False)
+    drawn = False
+    for ax, t in zip(axes[:, 0], threads):
+        if bar_panel(ax, [r for r in rows if r.get("threads", 0) == t], base):
+            drawn = True
+        if t:
+            ax.set_title(f"{t} thread{'s' if t > 1 else ''}", fontsize=9)
+    if not drawn:
+        plt.close(fig)
+        return None
+    fig.suptitle(f"mapfs bench {suite}: per-operation speed relative to tmpfs (higher is faster)")
     fig.tight_layout()
     path = os.path.join(out, f"{suite}.png")
-    fig.savefig(path, dpi=90)
+    fig.savefig(path, dpi=80)
     plt.close(fig)
     return path
 
@@ -99,7 +115,7 @@ def dir_curve(rows, out):
     fig.suptitle("mapfs bench dir: cost per operation against directory size")
     fig.tight_layout()
     path = os.path.join(out, "dir.png")
-    fig.savefig(path, dpi=90)
+    fig.savefig(path, dpi=80)
     plt.close(fig)
     return path
 
@@ -119,7 +135,7 @@ def pswap_curve(rows, out):
     ax.legend(fontsize=8)
     fig.tight_layout()
     path = os.path.join(out, "pswap.png")
-    fig.savefig(path, dpi=90)
+    fig.savefig(path, dpi=80)
     plt.close(fig)
     return path
 

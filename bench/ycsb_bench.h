@@ -1,6 +1,7 @@
 // `mapfs bench ycsb`: LevelDB under YCSB-style workloads (ycsb_driver.cc),
-// the same driver binary run natively on tmpfs and under the LD_PRELOAD
-// shim on a fresh pool, alternating (tmpfs, mapfs, tmpfs, mapfs ...).
+// the same driver binary run natively on tmpfs, on ext4 (the loop-device
+// baseline, where it mounts) and under the LD_PRELOAD shim on a fresh pool,
+// alternating (tmpfs, ext4, mapfs, tmpfs, ...).
 #pragma once
 
 #include <cstdint>

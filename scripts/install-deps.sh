@@ -6,6 +6,9 @@ pkgs="cmake ninja-build g++ libgtest-dev"
 pkgs="$pkgs python3 sqlite3 git rsync tar gzip diffutils libleveldb-dev fio"
 # The FUSE mount (src/fuse, tests/fuse).
 pkgs="$pkgs libfuse3-dev fuse3 pkg-config"
+# The benchmarks (bench/): RocksDB's db_bench, SQLite's headers for the
+# TPC-C-like driver, matplotlib for `mapfs bench plot`.
+pkgs="$pkgs rocksdb-tools libsqlite3-dev python3-matplotlib"
 missing=""
 for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then

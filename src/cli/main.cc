@@ -37,8 +37,10 @@ void Usage(FILE* f) {
                "                        the foreground); SIGINT/SIGTERM unmount cleanly\n"
                "  umount DIR            unmount DIR and wait for its daemon to finish\n"
                "\n"
-               "  bench pswap|micro|meta [--quick] [--json FILE] [--repeat N] [--size S] [--ops N] [--mode M]\n"
-               "                        benchmarks against tmpfs and the floor (BENCHMARKS.md)\n"
+               "  bench SUITE [--quick] [--json FILE] [--repeat N] [--size S] [--ops N] [--mode M]\n"
+               "                        benchmarks against tmpfs, ext4 and the floor (BENCHMARKS.md); SUITE is\n"
+               "                        micro|meta|dir|pswap|concurrency|ycsb|rocksdb|sqlite|fio|all\n"
+               "  bench plot RESULTS.json... --out DIR   PNG charts of results\n"
                "  version               library and format version\n");
 }
 

@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""Checks the shape of `mapfs bench ... --json` files (CI's smoke runs).
+
+  check_results_json.py FILE...
+
+Each file must hold {"suite", "machine", "results": [rows]} (or a `bench all`
+document with such suites), every row the fields BENCHMARKS.md names with
+numbers where numbers belong, and a tmpfs or floor baseline beside mapfs.
+Timing is never checked. Exits 1 naming the first problem.
+"""
+import json
+import sys
+
+ROW_FIELDS = {"workload": str, "fs": str, "mode": str, "page": str, "pages": int, "entries": int, "threads": int,
+              "ops": int, "seconds": float, "ns_per_op": float, "gb_per_s": float, "min_ns": float,
+              "median_ns": float, "max_ns": float, "x_tmpfs": float, "x_floor": float}
+FS = {"floor", "tmpfs", "ext4", "mapfs", "mapfs-preload"}
+
+
+def check_suite(doc, where):
+    for k in ("suite", "machine", "results"):
+        if k not in doc:
+            return f"{where}: no '{k}'"
+    rows = doc["results"]
+    if not rows:
+        return f"{where}: no results"
+    for i, r in enumerate(rows):
+        for k, t in ROW_FIELDS.items():
+            if k not in r:
+                return f"{where}: row {i} has no '{k}'"
+            if not isinstance(r[k], (int, float) if t is float else t):
+                return f"{where}: row {i} '{k}' is {r[k]!r}"
+        if r["fs"] not in FS:
+            return f"{where}: row {i} fs '{r['fs']}'"
+        if not r["min_ns"] <= r["median_ns"] <= r["max_ns"]:
+            return f"{where}: row {i} spread out of order"
+    fss = {r["fs"] for r in rows}
+    if not fss & {"mapfs", "mapfs-preload"}:
+        return f"{where}: no mapfs rows"
+    if doc["suite"] != "pswap" and "tmpfs" not in fss:
+        return f"{where}: no tmpfs baseline"
+    return None
+
+
+def main():
+    for path in sys.argv[1:]:
+        with open(path) as f:
+            doc = json.load(f)
+        suites = doc["suites"] if doc.get("suite") == "all" else [doc]
+        for s in suites:
+            err = check_suite(s, f"{path} ({s.get('suite')})")
+            if err:
+                print(f"check_results_json: {err}", file=sys.stderr)
+                return 1
+        print(f"{path}: {', '.join(s['suite'] + ' ' + str(len(s['results'])) + ' rows' for s in suites)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
