@@ -561,9 +561,11 @@ Status Pool::Close() {
     shared_->mounts[mount_slot_].token.store(0);
   }
   if (OfdLock(fd_, 0, F_WRLCK, false) == 0) {
-    // Last one out. A mount still registered vanished without closing: leave
-    // the pool dirty so the next opener runs recovery.
-    bool stale = shared_->vanished.load() != 0;
+    // Last one out. A mount still registered vanished without closing, or
+    // this one's recovery never finished (the open failed before
+    // FinishOpen, e.g. on damage): leave the pool dirty so the next opener
+    // runs recovery (and refuses again) instead of trusting the pool.
+    bool stale = shared_->vanished.load() != 0 || needs_recovery_;
     for (auto& e : shared_->mounts) stale |= e.token.load() != 0;
     if (!stale) {
       Store64(&state()->dirty, 0);
