@@ -5,7 +5,9 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "common/units.h"
 #include "medium/persist.h"
@@ -42,6 +44,21 @@ int FileData::LevelFor(uint64_t bytes) {
   return l;
 }
 
+Status FileData::CheckPart(const Inode* in) const {
+  uint64_t w = medium::Load64(&in->part);
+  if (w == 0) return Status::Ok();
+  int level = PartLevel(w);
+  uint64_t v = PartVoff(w);
+  if (level >= space_->top_level() || v % PartBytes(level) != 0 || v >= vm_->size() ||
+      PartBytes(level) > vm_->size() - v)
+    return Status::Error(EUCLEAN, "inode partition word damaged: 0x" + [w] {
+      char b[20];
+      std::snprintf(b, sizeof b, "%llx", static_cast<unsigned long long>(w));
+      return std::string(b);
+    }() + " (run fsck)");
+  return Status::Ok();
+}
+
 uint64_t FileData::Capacity(const Inode* in) const {
   uint64_t w = medium::Load64(&in->part);
   return w == 0 ? 0 : PartBytes(PartLevel(w));
@@ -49,7 +66,7 @@ uint64_t FileData::Capacity(const Inode* in) const {
 
 char* FileData::Pointer(const Inode* in) {
   uint64_t w = medium::Load64(&in->part);
-  return w == 0 ? nullptr : vm_->at(PartVoff(w));
+  return w == 0 || !CheckPart(in).ok() ? nullptr : vm_->at(PartVoff(w));
 }
 
 uint64_t FileData::AllocatedBytes(const Inode* in) {
@@ -192,6 +209,7 @@ Status FileData::Shrink(Inode* in, uint64_t in_voff, int level, uint64_t keep) {
 }
 
 Result<size_t> FileData::Read(const Inode* in, void* buf, size_t n, uint64_t off) {
+  MAPFS_RETURN_IF_ERROR(CheckPart(in));
   uint64_t size = medium::Load64(&in->size);
   if (off >= size || n == 0) return size_t{0};
   n = std::min<uint64_t>(n, size - off);
@@ -231,6 +249,7 @@ Result<size_t> FileData::Read(const Inode* in, void* buf, size_t n, uint64_t off
 Result<size_t> FileData::Write(Inode* in, uint64_t in_voff, const void* buf, size_t n, uint64_t off, Mode mode,
                                bool mapped) {
   if (n == 0) return size_t{0};
+  MAPFS_RETURN_IF_ERROR(CheckPart(in));
   if (off > max_size_ || n > max_size_ - off) return Status::Error(EFBIG, "write past the largest file size");
   uint64_t end = off + n, size = in->size;
   MAPFS_RETURN_IF_ERROR(Grow(in, in_voff, end));
@@ -315,6 +334,7 @@ Status FileData::StrictOverwrite(Inode* in, uint64_t in_voff, const void* buf, s
 }
 
 Status FileData::Truncate(Inode* in, uint64_t in_voff, uint64_t size, Mode mode) {
+  MAPFS_RETURN_IF_ERROR(CheckPart(in));
   uint64_t old = in->size;
   if (size > max_size_) return Status::Error(EFBIG, "size past the largest file size");
   if (size > old) {
@@ -377,6 +397,7 @@ Status FileData::Fallocate(Inode* in, uint64_t in_voff, int fmode, uint64_t off,
   const int known = FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE;
   if (fmode & ~known) return Status::Error(EOPNOTSUPP, "fallocate mode not supported");
   if (len == 0) return Status::Error(EINVAL, "fallocate: zero length");
+  MAPFS_RETURN_IF_ERROR(CheckPart(in));
   if (off > max_size_ || len > max_size_ - off) return Status::Error(EFBIG, "fallocate past the largest file size");
   bool keep = fmode & FALLOC_FL_KEEP_SIZE;
   uint64_t size = in->size, end = off + len;
@@ -397,7 +418,7 @@ Status FileData::Fallocate(Inode* in, uint64_t in_voff, int fmode, uint64_t off,
 }
 
 void FileData::Sync(const Inode* in, bool mapped) {
-  if (mapped && in->part != 0) {
+  if (mapped && in->part != 0 && CheckPart(in).ok()) {
     uint64_t n = std::min(medium::Load64(&in->size), Capacity(in));
     uint64_t base = PartVoff(in->part);
     // Only backed pages can hold data written through a pointer.
@@ -413,6 +434,7 @@ void FileData::Sync(const Inode* in, bool mapped) {
 Status FileData::Release(Inode* in, uint64_t /*in_voff*/) {
   uint64_t w = in->part;
   if (w == 0) return Status::Ok();
+  MAPFS_RETURN_IF_ERROR(CheckPart(in));
   return space_->Free(PartVoff(w));
 }
 

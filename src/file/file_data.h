@@ -82,6 +82,10 @@ class FileData {
  private:
   static int LevelFor(uint64_t bytes);
   // Makes the partition hold at least `need` bytes (no data changes).
+  // EUCLEAN unless the inode's partition word names a partition that can
+  // exist: a file level below the top, aligned to its size, inside the
+  // region (damage must fail a call, never send a copy outside the region).
+  Status CheckPart(const meta::format::Inode* in) const;
   Status Grow(meta::format::Inode* in, uint64_t in_voff, uint64_t need);
   // Moves the file to a partition of `level` (smaller), keeping `keep` bytes.
   Status Shrink(meta::format::Inode* in, uint64_t in_voff, int level, uint64_t keep);
