@@ -113,68 +113,6 @@ class Errors {
 };
 #define EXPECT_NO_ERRORS(errs) EXPECT_FALSE((errs).any()) << (errs).Report()
 
-// A T in anonymous shared memory: visible to forked children.
-template <typename T>
-class SharedMem {
- public:
-  SharedMem() {
-    void* p = ::mmap(nullptr, sizeof(T), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) std::abort();
-    p_ = new (p) T();
-  }
-  ~SharedMem() {
-    p_->~T();
-    ::munmap(p_, sizeof(T));
-  }
-  SharedMem(const SharedMem&) = delete;
-  SharedMem& operator=(const SharedMem&) = delete;
-  T* operator->() { return p_; }
-  T& operator*() { return *p_; }
-
- private:
-  T* p_;
-};
-
-// Polls `pred` until it holds (true) or `seconds` pass (false).
-template <typename Pred>
-bool WaitUntil(Pred pred, double seconds) {
-  auto t0 = Clock::now();
-  while (!pred()) {
-    if (SecondsSince(t0) > seconds) return false;
-    ::usleep(1000);
-  }
-  return true;
-}
-
-// Waits for a child for at most `seconds`; a child still running then is
-// killed and -2 returned. Otherwise its exit code, or 128 + signal.
-int WaitChildFor(pid_t pid, double seconds) {
-  if (pid < 0) return -1;
-  auto t0 = Clock::now();
-  for (;;) {
-    int st = 0;
-    pid_t r = ::waitpid(pid, &st, WNOHANG);
-    if (r == pid) {
-      if (WIFEXITED(st)) return WEXITSTATUS(st);
-      if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
-      return -1;
-    }
-    if (r < 0 && errno != EINTR) return -1;
-    if (SecondsSince(t0) > seconds) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &st, 0);
-      return -2;
-    }
-    ::usleep(2000);
-  }
-}
-std::string DescribeExit(int rc) {
-  if (rc == -2) return "timed out (killed)";
-  if (rc == 99) return "exit 99 (the child's alarm fired: hung)";
-  if (rc > 128) return "killed by signal " + std::to_string(rc - 128);
-  return "exit " + std::to_string(rc);
-}
-
 // A call that should have finished is blocked for good (a lock nobody will
 // release): the thread cannot be joined, so the binary aborts, saying what.
 [[noreturn]] void Stuck(const std::string& what) {

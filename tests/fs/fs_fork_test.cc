@@ -52,67 +52,6 @@ constexpr bool kTsan = false;
 constexpr bool kTsan = false;
 #endif
 
-// A T in anonymous shared memory: visible to forked children.
-template <typename T>
-class SharedMem {
- public:
-  SharedMem() {
-    void* p = ::mmap(nullptr, sizeof(T), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) std::abort();
-    p_ = new (p) T();
-  }
-  ~SharedMem() {
-    p_->~T();
-    ::munmap(p_, sizeof(T));
-  }
-  SharedMem(const SharedMem&) = delete;
-  SharedMem& operator=(const SharedMem&) = delete;
-  T* operator->() { return p_; }
-
- private:
-  T* p_;
-};
-
-template <typename Pred>
-bool WaitUntil(Pred pred, double seconds) {
-  auto t0 = Clock::now();
-  while (!pred()) {
-    if (SecondsSince(t0) > seconds) return false;
-    ::usleep(1000);
-  }
-  return true;
-}
-
-// Waits at most `seconds` for a child (then kills it: -2); its exit code, or
-// 128 + signal.
-int WaitChildFor(pid_t pid, double seconds) {
-  if (pid < 0) return -1;
-  auto t0 = Clock::now();
-  for (;;) {
-    int st = 0;
-    pid_t r = ::waitpid(pid, &st, WNOHANG);
-    if (r == pid) {
-      if (WIFEXITED(st)) return WEXITSTATUS(st);
-      if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
-      return -1;
-    }
-    if (r < 0 && errno != EINTR) return -1;
-    if (SecondsSince(t0) > seconds) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &st, 0);
-      return -2;
-    }
-    ::usleep(2000);
-  }
-}
-
-std::string DescribeExit(int rc) {
-  if (rc == -2) return "timed out (killed)";
-  if (rc == 99) return "exit 99 (the child's alarm fired: hung)";
-  if (rc > 128) return "killed by signal " + std::to_string(rc - 128);
-  return "exit " + std::to_string(rc);
-}
-
 int ChildFail(int code, const std::string& msg) {
   std::fprintf(stderr, "[child %d] %s\n", static_cast<int>(::getpid()), msg.c_str());
   std::fflush(stderr);

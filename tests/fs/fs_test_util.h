@@ -4,12 +4,14 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -174,6 +176,68 @@ inline int ListDir(mapfs_t* fs, const std::string& path, std::vector<std::string
 
 inline double SecondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// A T in anonymous shared memory: visible to forked children.
+template <typename T>
+class SharedMem {
+ public:
+  SharedMem() {
+    void* p = ::mmap(nullptr, sizeof(T), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) std::abort();
+    p_ = new (p) T();
+  }
+  ~SharedMem() {
+    p_->~T();
+    ::munmap(p_, sizeof(T));
+  }
+  SharedMem(const SharedMem&) = delete;
+  SharedMem& operator=(const SharedMem&) = delete;
+  T* operator->() { return p_; }
+  T& operator*() { return *p_; }
+
+ private:
+  T* p_;
+};
+
+// Polls `pred` until it holds (true) or `seconds` pass (false).
+template <typename Pred>
+bool WaitUntil(Pred pred, double seconds) {
+  auto t0 = std::chrono::steady_clock::now();
+  while (!pred()) {
+    if (SecondsSince(t0) > seconds) return false;
+    ::usleep(1000);
+  }
+  return true;
+}
+
+// Waits for a child for at most `seconds`; a child still running then is
+// killed and -2 returned. Otherwise its exit code, or 128 + signal.
+inline int WaitChildFor(pid_t pid, double seconds) {
+  if (pid < 0) return -1;
+  auto t0 = std::chrono::steady_clock::now();
+  for (;;) {
+    int st = 0;
+    pid_t r = ::waitpid(pid, &st, WNOHANG);
+    if (r == pid) {
+      if (WIFEXITED(st)) return WEXITSTATUS(st);
+      if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
+      return -1;
+    }
+    if (r < 0 && errno != EINTR) return -1;
+    if (SecondsSince(t0) > seconds) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &st, 0);
+      return -2;
+    }
+    ::usleep(2000);
+  }
+}
+inline std::string DescribeExit(int rc) {
+  if (rc == -2) return "timed out (killed)";
+  if (rc == 99) return "exit 99 (the child's alarm fired: hung)";
+  if (rc > 128) return "killed by signal " + std::to_string(rc - 128);
+  return "exit " + std::to_string(rc);
 }
 
 // Forks; the child runs fn and _exits with its return value (never returns
