@@ -98,6 +98,7 @@ Status Vm::PswapRemap(uint64_t a, uint64_t b, uint64_t npages, const medium::Tx*
         uint64_t* sb = Slot(vb, level, false, &err);
         uint64_t ea = sa ? Load64(sa) : 0, eb = sb ? Load64(sb) : 0;
         if (ea == 0 && eb == 0) continue;
+        if ((ea != 0 && !EntryValid(ea, level)) || (eb != 0 && !EntryValid(eb, level))) return Damaged(ea ? va : vb);
         if (sa == nullptr && (sa = Slot(va, level, true, &err)) == nullptr) return err;
         if (sb == nullptr && (sb = Slot(vb, level, true, &err)) == nullptr) return err;
         tx.Put64(pool_->offset_of(sa), eb);
@@ -114,6 +115,7 @@ Status Vm::PswapRemap(uint64_t a, uint64_t b, uint64_t npages, const medium::Tx*
       for (int s = 0; s < 2; s++) {
         if (pmds[s] == nullptr && (pmds[s] = Slot(vs[s], 1, true, &err)) == nullptr) return err;
         uint64_t e = Load64(pmds[s]);
+        if (ppt::IsPresent(e) && !EntryValid(e, 1)) return Damaged(vs[s]);
         if (!ppt::IsPresent(e)) {
           auto pg = pages_.AllocPage();
           if (!pg.ok()) return pg.status();

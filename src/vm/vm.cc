@@ -74,6 +74,22 @@ Vm::~Vm() {
 
 // ---------------------------------------------------------------- PPT access
 
+// A present entry of `level` must point into the data area, aligned to what
+// it maps (a table page, a 2 MiB chunk or a page) and wholly inside the
+// pool: damage must never send a mapping, a table walk or a free elsewhere.
+bool Vm::EntryValid(uint64_t e, int level) const {
+  bool leaf = ppt::IsLeaf(e);
+  if (leaf ? level > 1 : level < 1) return false;
+  uint64_t span = leaf ? ppt::Reach(level) : kPageSize;
+  uint64_t t = ppt::Target(e);
+  return t >= pool_->header().meta_end && t <= pool_->size() && span <= pool_->size() - t && IsAligned(t, span);
+}
+
+Status Vm::Damaged(uint64_t voff) const {
+  return Status::Error(EUCLEAN, "page table entry for virtual offset " + std::to_string(voff) +
+                                    " is damaged (run mapfs fsck --repair)");
+}
+
 uint64_t* Vm::Slot(uint64_t voff, int level, bool create, Status* err) {
   auto* table = pool_->at<uint64_t>(pool_->header().ppt_root_off);
   for (int l = ppt::kLevels - 1; l > level; --l) {
@@ -93,8 +109,8 @@ uint64_t* Vm::Slot(uint64_t voff, int level, bool create, Status* err) {
       if (err) *err = Status::Error(EEXIST, "leaf above requested level");
       return nullptr;
     }
-    if (ppt::Target(v) + kPageSize > pool_->size()) {
-      if (err) *err = Status::Error(EUCLEAN, "PPT entry points outside the pool");
+    if (!EntryValid(v, l)) {
+      if (err) *err = Damaged(voff);
       return nullptr;
     }
     table = pool_->at<uint64_t>(ppt::Target(v));
@@ -109,7 +125,7 @@ Result<uint64_t> Vm::Translate(uint64_t voff) const {
     uint64_t v = Load64(&table[ppt::Index(voff, l)]);
     if (!ppt::IsPresent(v)) return Status::Error(ENOENT, "not mapped");
     uint64_t t = ppt::Target(v);
-    if (t >= pool_->size()) return Status::Error(EUCLEAN, "PPT entry points outside the pool");
+    if (!EntryValid(v, l)) return Damaged(voff);
     if (ppt::IsLeaf(v) || l == 0) return t + (voff & (ppt::Reach(l) - 1));
     table = pool_->at<uint64_t>(t);
   }
@@ -156,12 +172,17 @@ std::atomic<uint16_t>& Vm::ChunkState(uint64_t chunk) {
   return arr[chunk % kChunksPerGiB];
 }
 
-void Vm::MapChunk(uint64_t chunk) {
+bool Vm::MapChunk(uint64_t chunk) {
   uint64_t voff = chunk * kChunkSize;
   auto& st = ChunkState(chunk);
   uint64_t* pmd = Slot(voff, 1, false, nullptr);
   uint64_t e = pmd ? Load64(pmd) : 0;
   uint16_t runs = 0;
+  bool ok = true;
+  if (ppt::IsPresent(e) && !EntryValid(e, 1)) {
+    ok = false;
+    e = 0;  // damaged: map nothing of the chunk
+  }
   const int prot = PROT_READ | PROT_WRITE;
   const int flags = pool_->map_flags() | MAP_FIXED;
   if (ppt::IsLeaf(e)) {
@@ -178,7 +199,8 @@ void Vm::MapChunk(uint64_t chunk) {
     int i = 0;
     while (i < ppt::kEntries) {
       uint64_t v = Load64(&t[i]);
-      if (!ppt::IsPresent(v)) {
+      if (!ppt::IsPresent(v) || !EntryValid(v, 0)) {
+        ok &= !ppt::IsPresent(v);
         i++;
         continue;
       }
@@ -196,6 +218,7 @@ void Vm::MapChunk(uint64_t chunk) {
   if (old == 0 && runs != 0) mapped_chunks_++;
   if (old != 0 && runs == 0) mapped_chunks_--;
   if (runs > 1) EnforceBudget(chunk);
+  return ok;
 }
 
 Status Vm::Map(uint64_t voff, uint64_t len) {
@@ -204,7 +227,7 @@ Status Vm::Map(uint64_t voff, uint64_t len) {
   for (uint64_t c = voff / kChunkSize; c <= (voff + len - 1) / kChunkSize; c++) {
     if (ChunkState(c).load(std::memory_order_acquire) != 0) continue;
     std::lock_guard<std::mutex> g(map_mu_);
-    if (ChunkState(c).load() == 0) MapChunk(c);
+    if (ChunkState(c).load() == 0 && !MapChunk(c)) return Damaged(c * kChunkSize);
   }
   return Status::Ok();
 }
@@ -388,7 +411,7 @@ bool Vm::Backed(uint64_t voff, uint64_t len) {
     uint64_t* pmd = Slot(cv, 1, false, nullptr);
     if (pmd == nullptr) return false;
     uint64_t e = Load64(pmd);
-    if (!ppt::IsPresent(e)) return false;
+    if (!ppt::IsPresent(e) || !EntryValid(e, 1)) return false;
     if (ppt::IsLeaf(e)) continue;
     auto* t = pool_->at<uint64_t>(ppt::Target(e));
     uint64_t lo = std::max(voff, cv), hi = std::min(end, cv + kChunkSize);
@@ -416,6 +439,8 @@ Status Vm::Populate(uint64_t voff, uint64_t len) {
         if (!ch.ok()) return ch.status();
         Store64(pmd, ppt::Leaf(*ch));
         Persist(pmd, 8);
+      } else if (!EntryValid(e, 1)) {
+        return Damaged(cv);
       } else if (ppt::IsTable(e)) {
         auto* t = pool_->at<uint64_t>(ppt::Target(e));
         uint64_t lo = std::max(voff, cv), hi = std::min(end, cv + kChunkSize);
@@ -437,6 +462,14 @@ Status Vm::Populate(uint64_t voff, uint64_t len) {
   return Map(voff, len);
 }
 
+void Vm::Prefault(uint64_t voff, uint64_t len) {
+#ifndef MADV_POPULATE_WRITE
+  constexpr int MADV_POPULATE_WRITE = 23;  // Linux 5.14
+#endif
+  if (len == 0 || !Backed(voff, len) || !Map(voff, len).ok()) return;
+  ::madvise(base_ + voff, len, MADV_POPULATE_WRITE);
+}
+
 Status Vm::Unmap(uint64_t voff, uint64_t len) {
   if (len == 0) return Status::Ok();
   if (!IsAligned(voff, kPageSize) || !IsAligned(len, kPageSize)) return Status::Error(EINVAL, "unaligned unmap");
@@ -456,6 +489,7 @@ Status Vm::Unmap(uint64_t voff, uint64_t len) {
       }
       uint64_t e = Load64(pmd);
       if (!ppt::IsPresent(e)) continue;
+      if (!EntryValid(e, 1)) return Damaged(cv);
       bool whole = voff <= cv && end >= cv + kChunkSize;
       changed = true;
       if (whole) {
@@ -466,7 +500,7 @@ Status Vm::Unmap(uint64_t voff, uint64_t len) {
         } else {
           auto* t = pool_->at<uint64_t>(ppt::Target(e));
           for (int i = 0; i < ppt::kEntries; i++)
-            if (ppt::IsPresent(t[i])) to_free.push_back({ppt::Target(t[i]), 1});
+            if (ppt::IsPresent(t[i]) && EntryValid(t[i], 0)) to_free.push_back({ppt::Target(t[i]), 1});
           to_free.push_back({ppt::Target(e), 1});
         }
         continue;
@@ -481,7 +515,7 @@ Status Vm::Unmap(uint64_t voff, uint64_t len) {
         if (!ppt::IsPresent(v)) continue;
         Store64(pte, 0);
         medium::Flush(pte, 8);
-        to_free.push_back({ppt::Target(v), 1});
+        if (EntryValid(v, 0)) to_free.push_back({ppt::Target(v), 1});
       }
       medium::Fence();
       bool empty = true;

@@ -106,6 +106,9 @@ class Vm {
   Status Unmap(uint64_t voff, uint64_t len);
   // Makes [voff, voff+len) read as zero; pages stay allocated.
   Status Discard(uint64_t voff, uint64_t len);
+  // Best effort: takes the page faults of the backed range [voff, voff+len)
+  // now, in one call, instead of one by one at first touch.
+  void Prefault(uint64_t voff, uint64_t len);
   // ctFS pswap: atomically swaps the mappings of [a, a+n pages) and
   // [b, b+n pages). Both page aligned, inside the region, not overlapping.
   // Where a and b are swap-aligned, whole 2 MiB / 1 GiB runs are swapped as
@@ -162,7 +165,11 @@ class Vm {
 
   // Process mappings. chunk_state(c) = number of runs mapped (0 = none).
   std::atomic<uint16_t>& ChunkState(uint64_t chunk);
-  void MapChunk(uint64_t chunk);               // needs map_mu_
+  // Maps what the PPT maps in `chunk`; false if an entry was damaged
+  // (EntryValid), which stays unmapped. Needs map_mu_.
+  bool MapChunk(uint64_t chunk);
+  bool EntryValid(uint64_t e, int level) const;
+  Status Damaged(uint64_t voff) const;
   void InvalidateLocal(uint64_t voff, uint64_t len);  // takes map_mu_
   void DropLocal(uint64_t voff, uint64_t len);        // needs map_mu_; chunk aligned
   void RemapLocal(uint64_t voff, uint64_t len);       // needs map_mu_; within mapped chunks
