@@ -6,6 +6,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -27,12 +28,15 @@ struct Range {
   uint64_t off, len;
 };
 
-// One structure: its name, its byte ranges in the pool, and the ranges a
-// checksum covers (any change there must be reported).
+// One structure: its name, its byte ranges in the pool, the ranges a
+// checksum covers (any change there must be reported), and the bytes in use
+// (live inodes and entries, present table entries, headers in use), where
+// most damage is aimed: most of a structure's bytes are free space.
 struct Structure {
   std::string name;
   std::vector<Range> ranges;
   std::vector<Range> checksummed;
+  std::vector<Range> live;
 };
 
 class PoolImage {
@@ -150,23 +154,41 @@ class PoolImage {
     namespace f = medium::format;
     std::vector<Structure> s;
     const auto& h = header();
-    s.push_back({"pool header", {{f::kHeaderOff, sizeof(f::PoolHeader)}}, {{f::kHeaderOff, sizeof(f::PoolHeader)}}});
-    s.push_back({"pool state", {{f::kStateOff, sizeof(f::PoolState)}}, {}});
-    s.push_back({"redo log", {{h.redo_off, uint64_t(h.redo_slots) * h.redo_slot_size}}, {}});
-    s.push_back({"page bitmap", {{h.bitmap_off, h.bitmap_bytes}}, {}});
-    s.push_back({"page table", PptTables(), {}});
-    s.push_back({"partition headers", PartitionHeaders(), {}});
+    s.push_back({"pool header", {{f::kHeaderOff, sizeof(f::PoolHeader)}}, {{f::kHeaderOff, sizeof(f::PoolHeader)}}, {}});
+    s.push_back({"pool state", {{f::kStateOff, sizeof(f::PoolState)}}, {}, {{f::kStateOff, 40}}});
+    std::vector<Range> slot_headers;
+    for (uint64_t i = 0; i < h.redo_slots && i < 64; i++) slot_headers.push_back({h.redo_off + i * h.redo_slot_size, 64});
+    s.push_back({"redo log", {{h.redo_off, uint64_t(h.redo_slots) * h.redo_slot_size}}, {}, slot_headers});
+    s.push_back({"page bitmap", {{h.bitmap_off, h.bitmap_bytes}}, {}, {}});
+    std::vector<Range> tables = PptTables(), entries;
+    for (auto& t : tables)
+      for (uint64_t o = t.off; o < t.off + t.len; o += 8)
+        if (Get<uint64_t>(o) != 0) entries.push_back({o, 8});
+    s.push_back({"page table", tables, {}, entries});
+    s.push_back({"partition headers", PartitionHeaders(), {}, {}});
     uint64_t sp = Translate(SuperVoff());
-    if (sp != UINT64_MAX) s.push_back({"superblock", {{sp, 4096}}, {{sp, 40}}});
-    s.push_back({"inode table", InodeSegments(), {}});
+    if (sp != UINT64_MAX)
+      s.push_back({"superblock", {{sp, 4096}}, {{sp, 40}}, {{sp, 40}, {sp + 512, 8 + 8 * std::min<uint64_t>(Super().segments, 440)}}});
+    std::vector<Range> inodes;
+    for (auto& [ino, p] : Inodes()) inodes.push_back({p, 104});
+    s.push_back({"inode table", InodeSegments(), {}, inodes});
     std::vector<Range> roots, blocks, nodes;
     Directories(&roots, &blocks, &nodes);
-    std::vector<Range> root_crc;
-    for (auto& r : roots) root_crc.push_back({r.off, dir::format::kRootCrcBytes});
-    s.push_back({"directory roots", roots, root_crc});
-    s.push_back({"directory blocks", blocks, {}});
-    if (!nodes.empty()) s.push_back({"directory index nodes", nodes, {}});
-    s.push_back({"file data", FileData(), {}});
+    std::vector<Range> root_crc, root_live, block_live;
+    for (auto& r : roots) {
+      root_crc.push_back({r.off, dir::format::kRootCrcBytes});
+      root_live.push_back({r.off, 128 + 16 * uint64_t(std::min<uint32_t>(Get<dir::format::Root>(r.off).top_count, 248))});
+    }
+    for (auto& b : blocks) {
+      block_live.push_back({b.off, 128});
+      uint64_t bm = Get<dir::format::BlockHeader>(b.off).bitmap;
+      for (int i = dir::format::kFirstSlot; i < dir::format::kSlots; i++)
+        if ((bm >> i) & 1) block_live.push_back({b.off + dir::format::SlotOff(i), 64});
+    }
+    s.push_back({"directory roots", roots, root_crc, root_live});
+    s.push_back({"directory blocks", blocks, {}, block_live});
+    if (!nodes.empty()) s.push_back({"directory index nodes", nodes, {}, {}});
+    s.push_back({"file data", FileData(), {}, {}});
     return s;
   }
 
