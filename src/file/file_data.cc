@@ -223,12 +223,13 @@ Result<size_t> FileData::Read(const Inode* in, void* buf, size_t n, uint64_t off
   // Data past the partition (a size set by truncate beyond it) is a hole.
   uint64_t cap = PartBytes(PartLevel(w));
   uint64_t in_part = off < cap ? std::min<uint64_t>(n, cap - off) : 0;
-  if (PartLevel(w) < 3) {
+  if (PartLevel(w) < 3 && vm_->Backed(base + off, in_part)) {
     MAPFS_RETURN_IF_ERROR(vm_->Map(base + off, in_part));
     std::memcpy(dst, vm_->at(base + off), in_part);
   } else {
-    // Large files may have holes: copy backed runs, zero the rest, so that
-    // reading a hole does not allocate it.
+    // Files may have holes: copy backed runs, zero the rest, so that reading
+    // a hole does not allocate it (nor fault, where it cannot be allocated:
+    // a full or damaged pool).
     uint64_t p = off, end = off + in_part;
     while (p < end) {
       uint64_t stop = std::min(end, AlignDown(p, kChunkSize) + kChunkSize);
