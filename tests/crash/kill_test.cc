@@ -4,10 +4,16 @@
 // it is acknowledged. It is killed:
 //  - CApiRandom:   a forked child on the C API, SIGKILLed at random moments;
 //  - CApiNthFence: the same stream from one fixed pool image, the child
-//                  ending itself (_exit) at its Nth store fence, for N = 1,
-//                  2, ... until the stream completes (every 2nd N in CI);
+//                  ending itself (_exit) at its Nth store fence, for every
+//                  fence of the stream (about 60 of them, evenly spaced,
+//                  in CI);
 //  - ShimRandom:   kill_writer, a plain libc program, under the LD_PRELOAD
 //                  shim (`mapfs run`), SIGKILLed at random moments;
+//  - ShimNthFence: kill_writer under the shim built over the traced core,
+//                  ending at its Nth fence (every 3rd N in CI);
+//  - ShimLockHolder: a process under the shim holding an flock or fcntl
+//                  lock (and often the core's per-file lock) is SIGKILLed;
+//                  another process gets the lock and uses the file;
 // in each mode (posix, sync, strict). After every kill: the next mount
 // recovers, fsck is clean, every acknowledged operation is there and the
 // one in flight is done or not as the mode promises (kill_model.h), and the
@@ -277,13 +283,11 @@ TEST_P(crash_kill, CApiNthFence) {
     out.write(image.data(), static_cast<std::streamsize>(image.size()));
     return out.good();
   };
-  const long stride = Full() ? 1 : 2;
-  Tally t;
-  bool completed = false;
-  for (long n = 1; !completed && t.violations == 0 && n < 100000; n += stride) {
-    ASSERT_TRUE(restore());
+  // One run to completion counts the fences; then kills at fence 1, 1 +
+  // stride, ... (stride 1 with MAPFS_CRASH_FULL, else about 60 kills).
+  auto run = [&](long n, std::string* text) -> int {
     int pfd[2];
-    ASSERT_EQ(::pipe(pfd), 0);
+    if (::pipe(pfd) != 0) return -1;
     std::string path = pool.path();
     pid_t pid = fstest::ForkChild([&] {
       ::close(pfd[0]);
@@ -296,22 +300,34 @@ TEST_P(crash_kill, CApiNthFence) {
       MapfsIo io(fs);
       int rc = RunWriter(io, pfd[1], seed, 0, ops, Names(m0));
       medium::SetTraceHook(nullptr);
-      return rc == 0 ? 0 : rc;
+      Say(pfd[1], "N " + std::to_string(hook.seen()));
+      return rc;
     });
-    ASSERT_GT(pid, 0);
     ::close(pfd[1]);
-    std::string text = ReadFor(pfd[0], -1);
+    *text = ReadFor(pfd[0], -1);
     ::close(pfd[0]);
-    int rc = fstest::WaitChild(pid);
-    ASSERT_TRUE(rc == FenceExit::kDied || rc == 0) << "fence " << n << ": the writer exited " << rc << "\n" << text;
-    completed = rc == 0;
-    if (completed) {
-      ASSERT_EQ(ParseReports(text).done.size(), static_cast<size_t>(ops)) << text;
-    }
+    return pid > 0 ? fstest::WaitChild(pid) : -1;
+  };
+  Tally t;
+  std::string text;
+  ASSERT_TRUE(restore());
+  ASSERT_EQ(run(-1, &text), 0) << text;
+  ASSERT_EQ(ParseReports(text).done.size(), static_cast<size_t>(ops)) << text;
+  const long fences = std::stol(text.substr(text.rfind("\nN ") + 3));
+  {
     Model m = m0;
-    Judge(pool.path(), &m, text, rc, mode, &t, "killed at fence " + std::to_string(n));
+    Judge(pool.path(), &m, text, 0, mode, &t, "the stream run to completion");
+    t.kills--;  // it was not killed
   }
-  EXPECT_TRUE(completed || t.violations > 0) << "the stream never completed";
+  const long stride = Full() ? 1 : std::max(1L, fences / 60);
+  for (long n = 1; n <= fences && t.violations == 0; n += stride) {
+    ASSERT_TRUE(restore());
+    int rc = run(n, &text);
+    ASSERT_EQ(rc, FenceExit::kDied) << "fence " << n << " of " << fences << ": the writer exited " << rc << "\n" << text;
+    Model m = m0;
+    Judge(pool.path(), &m, text, rc, mode, &t, "killed at fence " + std::to_string(n) + " of " + std::to_string(fences));
+  }
+  std::printf("%ld fences in the stream, every %ld-th killed at\n", fences, stride);
   t.Print(TestName(), seed);
 }
 
@@ -323,12 +339,14 @@ constexpr const char* kMount = "/mapfs-kill";
 // Starts `mapfs run --pool POOL --mode MODE -- kill_writer ARGS...` with the
 // write end of a pipe as its report descriptor; returns its pid and the
 // pipe's read end.
-pid_t Spawn(const std::string& pool, int mode, const std::vector<std::string>& args, int* rfd) {
+pid_t Spawn(const std::string& pool, int mode, const std::vector<std::string>& args, int* rfd,
+            const std::vector<std::pair<std::string, std::string>>& env = {}) {
   int pfd[2];
   if (::pipe(pfd) != 0) return -1;
   pid_t pid = ::fork();
   if (pid == 0) {
     ::close(pfd[0]);
+    for (auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
     int out = ::dup2(pfd[1], 100);
     std::vector<std::string> a = {MAPFS_CLI, "run", "--pool", pool, "--mount", kMount, "--mode", ModeArg(mode),
                                   "--", KILL_WRITER};
@@ -387,6 +405,54 @@ TEST_P(crash_kill, ShimRandom) {
   EXPECT_GE(t.acked, rounds) << "the writer hardly ran under the shim: the test tested little";
   FS_EXPECT_CLEAN(pool.path());
 }
+// The Nth-fence kills under the shim: the same stream from one pool image,
+// kill_writer under the shim built over the traced core, which _exits at
+// the process's Nth store fence (from its start: the shim's mount too).
+TEST_P(crash_kill, ShimNthFence) {
+  if (!HaveShim() || ::access(PRELOAD_TRACED, R_OK) != 0) GTEST_SKIP() << "no traced LD_PRELOAD shim in this build";
+  const int mode = GetParam();
+  const uint64_t seed = Seed() + 40 + static_cast<uint64_t>(mode);
+  std::printf("seed %llu (MAPFS_CRASH_SEED)\n", static_cast<unsigned long long>(Seed()));
+  const long ops = Full() ? 60 : 20;
+  FsPool pool(32ull << 20);
+  ASSERT_EQ(pool.error(), "");
+  const Model m0 = StartModel();
+  Populate(pool.path(), m0);
+  std::string image;
+  {
+    std::ifstream in(pool.path(), std::ios::binary);
+    image.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const long stride = Full() ? 1 : 3;
+  Tally t;
+  bool completed = false;
+  for (long n = 1; !completed && t.violations == 0 && n < 100000; n += stride) {
+    {
+      std::ofstream out(pool.path(), std::ios::binary | std::ios::trunc);
+      out.write(image.data(), static_cast<std::streamsize>(image.size()));
+      ASSERT_TRUE(out.good());
+    }
+    std::vector<std::string> args = {"write", std::to_string(seed), "0", std::to_string(ops)};
+    for (auto& nm : Names(m0)) args.push_back(nm);
+    int rfd = -1;
+    pid_t pid = Spawn(pool.path(), mode, args, &rfd,
+                      {{"MAPFS_PRELOAD_LIB", PRELOAD_TRACED}, {"MAPFS_TEST_EXIT_AT_FENCE", std::to_string(n)}});
+    ASSERT_GT(pid, 0);
+    std::string text = ReadFor(rfd, -1);
+    ::close(rfd);
+    int rc = fstest::WaitChild(pid);
+    ASSERT_TRUE(rc == 42 || rc == 0) << "fence " << n << ": the writer exited " << rc << "\n" << text;
+    completed = rc == 0;
+    if (completed) {
+      ASSERT_EQ(ParseReports(text).done.size(), static_cast<size_t>(ops)) << text;
+    }
+    Model m = m0;
+    Judge(pool.path(), &m, text, rc, mode, &t, "killed at fence " + std::to_string(n));
+  }
+  EXPECT_TRUE(completed || t.violations > 0) << "the stream never completed";
+  t.Print(TestName(), seed);
+}
+
 // Reads lines from `fd` until one equals `want` (true), EOF or `ms`.
 bool WaitLine(int fd, const std::string& want, int ms, std::string* seen) {
   auto t0 = std::chrono::steady_clock::now();
