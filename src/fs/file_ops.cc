@@ -62,6 +62,9 @@ Status FileSystem::OpenExisting(const Walk& w, int flags, std::shared_ptr<OpenFi
   int acc = flags & O_ACCMODE;
   if (S_ISLNK(mode)) return fail(Status::Error(ELOOP, "is a symbolic link"));
   if ((flags & O_DIRECTORY) && !S_ISDIR(mode)) return fail(Status::Error(ENOTDIR, "not a directory"));
+  // FIFOs, sockets and devices are only recorded (Mknod): nothing here can
+  // serve them.
+  if (!S_ISREG(mode) && !S_ISDIR(mode)) return fail(Status::Error(ENXIO, "a special file (FIFO, socket or device)"));
   if (S_ISDIR(mode)) {
     if (acc != O_RDONLY || (flags & O_TRUNC)) return fail(Status::Error(EISDIR, "is a directory"));
     f->is_dir = true;
@@ -74,7 +77,8 @@ Status FileSystem::OpenExisting(const Walk& w, int flags, std::shared_ptr<OpenFi
   return Status::Ok();
 }
 
-Result<std::shared_ptr<OpenFile>> FileSystem::Open(std::string_view path, int flags, mode_t mode, uint64_t at) {
+Result<std::shared_ptr<OpenFile>> FileSystem::Open(std::string_view path, int flags, mode_t mode, uint64_t at,
+                                                   const Owner* owner) {
   if ((flags & O_ACCMODE) == O_ACCMODE) return Status::Error(EINVAL, "bad access mode");
   // Linux >= 6.4 refuses this combination outright.
   if ((flags & O_CREAT) && (flags & O_DIRECTORY)) return Status::Error(EINVAL, "O_CREAT with O_DIRECTORY");
@@ -96,7 +100,7 @@ Result<std::shared_ptr<OpenFile>> FileSystem::Open(std::string_view path, int fl
       if (!(flags & O_CREAT)) return Status::Error(ENOENT, "no such file or directory");
       if (w->trailing_slash) return Status::Error(EISDIR, "is a directory");
       uint64_t ino = 0;
-      Status st = CreateNode(*w, S_IFREG | (mode & 07777), nullptr, &ino, true);
+      Status st = CreateNode(*w, S_IFREG | (mode & 07777), nullptr, &ino, true, owner);
       if (st.code() == EAGAIN) continue;
       if (!st.ok()) return st;
       f = std::make_shared<OpenFile>();

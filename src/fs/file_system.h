@@ -56,6 +56,14 @@ struct OpenFile {
   std::atomic<bool> mapped{false};  // a pointer to the data was handed out
 };
 
+// The owner of a new inode when the caller is not the one creating it (the
+// FUSE daemon creates on behalf of the requesting user). Null: the calling
+// process's effective uid and gid.
+struct Owner {
+  uid_t uid;
+  gid_t gid;
+};
+
 struct DirEntryOut {
   uint64_t cookie;  // position after this entry
   uint64_t ino;
@@ -82,7 +90,8 @@ class FileSystem {
   bool recovered() const { return recovered_; }
 
   // Paths are absolute or relative to the directory `at` (root by default).
-  Result<std::shared_ptr<OpenFile>> Open(std::string_view path, int flags, mode_t mode, uint64_t at = 0);
+  Result<std::shared_ptr<OpenFile>> Open(std::string_view path, int flags, mode_t mode, uint64_t at = 0,
+                                         const Owner* owner = nullptr);
   Status Close(OpenFile& f);  // the last descriptor of `f` went away
 
   // Across fork and exec (the LD_PRELOAD shim; fs/inherit.cc).
@@ -124,7 +133,12 @@ class FileSystem {
   Status ReadDir(OpenFile& d, uint64_t cookie, const std::function<bool(const DirEntryOut&)>& fn);
 
   Status Stat(std::string_view path, struct stat* st, bool follow = true, uint64_t at = 0);
-  Status Mkdir(std::string_view path, mode_t mode, uint64_t at = 0);
+  Status Mkdir(std::string_view path, mode_t mode, uint64_t at = 0, const Owner* owner = nullptr);
+  // mknod(2): a FIFO, socket, character or block device node (the type in
+  // `mode`, `dev` kept as st_rdev for devices), or an empty regular file
+  // (S_IFREG or no type). The pool only records special nodes: Open of one
+  // fails with ENXIO (the kernel serves FIFOs and devices on the FUSE mount).
+  Status Mknod(std::string_view path, mode_t mode, dev_t dev, uint64_t at = 0, const Owner* owner = nullptr);
   Status Rmdir(std::string_view path, uint64_t at = 0);
   Status Unlink(std::string_view path, uint64_t at = 0);
   // flags: RENAME_NOREPLACE, RENAME_EXCHANGE.
@@ -132,7 +146,7 @@ class FileSystem {
                 uint64_t to_at = 0);
   Status Link(std::string_view from, std::string_view to, bool follow = false, uint64_t from_at = 0,
               uint64_t to_at = 0);
-  Status Symlink(std::string_view target, std::string_view path, uint64_t at = 0);
+  Status Symlink(std::string_view target, std::string_view path, uint64_t at = 0, const Owner* owner = nullptr);
   Result<std::string> Readlink(std::string_view path, uint64_t at = 0);
   Status Chmod(std::string_view path, mode_t mode, bool follow = true, uint64_t at = 0);
   Status Chown(std::string_view path, uid_t uid, gid_t gid, bool follow = true, uint64_t at = 0);
@@ -171,13 +185,14 @@ class FileSystem {
   Result<dir::Entry> LookupIn(uint64_t dir, std::string_view name);
   Result<std::string> ReadlinkIno(uint64_t ino);
   Status LockAndRecheck(meta::LockSet* ls, uint64_t parent, std::string_view name, uint64_t ino);
-  Status CreateNode(const Walk& w, mode_t mode, const std::string* link_target, uint64_t* out_ino, bool pin);
+  Status CreateNode(const Walk& w, mode_t mode, const std::string* link_target, uint64_t* out_ino, bool pin,
+                    const Owner* owner, uint64_t rdev = 0);
   bool IsAncestor(uint64_t anc, uint64_t d);
   Status FillStat(uint64_t ino, struct stat* st);
   Status OpenExisting(const Walk& w, int flags, std::shared_ptr<OpenFile>* out);
   meta::format::Inode* Ino(uint64_t ino) { return inodes_->Get(ino); }
   uint64_t DirRoot(uint64_t ino);
-  Status FillInode(uint64_t ino, mode_t mode, uint64_t parent, meta::MetaTx* tx);
+  Status FillInode(uint64_t ino, mode_t mode, uint64_t parent, const Owner* owner, uint64_t rdev, meta::MetaTx* tx);
   Status TouchDir(uint64_t dir, int64_t now, int nlink_delta, meta::MetaTx* tx);
   // Drops one link of `ino` in `tx`; sets *free_after when the inode dies
   // with the transaction (no links, not open).

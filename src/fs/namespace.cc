@@ -176,13 +176,25 @@ Result<std::string> FileSystem::Readlink(std::string_view path, uint64_t at) {
   return ReadlinkIno(w->ino);
 }
 
-Status FileSystem::FillInode(uint64_t ino, mode_t mode, uint64_t parent, MetaTx* tx) {
+Status FileSystem::FillInode(uint64_t ino, mode_t mode, uint64_t parent, const Owner* owner, uint64_t rdev,
+                             MetaTx* tx) {
   Inode* old = Ino(ino);
   if (old == nullptr) return Status::Error(EUCLEAN, "reserved inode outside the table");
   Inode in{};
+  uid_t uid = owner ? owner->uid : geteuid();
+  gid_t gid = owner ? owner->gid : getegid();
+  // A set-group-ID directory gives its group to what is made in it, and
+  // its set-group-ID bit to new directories (Linux's inode_init_owner; the
+  // kernel, not the core, strips the bit from files of other groups).
+  Inode* p = Ino(parent);
+  if (p != nullptr && (p->mode & S_ISGID) && S_ISDIR(p->mode)) {
+    gid = static_cast<gid_t>(p->uid_gid >> 32);
+    if (S_ISDIR(mode)) mode |= S_ISGID;
+  }
   in.mode = mode;
   in.nlink = S_ISDIR(mode) ? 2 : 1;
-  in.uid_gid = static_cast<uint64_t>(geteuid()) | (static_cast<uint64_t>(getegid()) << 32);
+  in.uid_gid = static_cast<uint64_t>(uid) | (static_cast<uint64_t>(gid) << 32);
+  in.rdev = rdev;
   int64_t now = file::NowNs();
   in.atime_ns = in.mtime_ns = in.ctime_ns = in.btime_ns = now;
   in.generation = old->generation + 1;
@@ -260,7 +272,7 @@ Status FileSystem::LockAndRecheck(LockSet* ls, uint64_t parent, std::string_view
 }
 
 Status FileSystem::CreateNode(const Walk& w, mode_t mode, const std::string* link_target, uint64_t* out_ino,
-                              bool pin) {
+                              bool pin, const Owner* owner, uint64_t rdev) {
   LockSet ls(locks_.get());
   ls.Add(w.parent, true);
   Status st = LockAndRecheck(&ls, w.parent, w.name, 0);
@@ -280,7 +292,7 @@ Status FileSystem::CreateNode(const Walk& w, mode_t mode, const std::string* lin
     return s;
   };
   MetaTx tx(&mount_->pool(), &mount_->vm());
-  st = FillInode(*ino, mode, w.parent, &tx);
+  st = FillInode(*ino, mode, w.parent, owner, rdev, &tx);
   if (!st.ok()) return undo(st);
   uint64_t iv = inodes_->VoffOf(*ino);
   if (S_ISDIR(mode)) {
@@ -315,18 +327,35 @@ Status FileSystem::CreateNode(const Walk& w, mode_t mode, const std::string* lin
   return Status::Ok();
 }
 
-Status FileSystem::Mkdir(std::string_view path, mode_t mode, uint64_t at) {
+Status FileSystem::Mkdir(std::string_view path, mode_t mode, uint64_t at, const Owner* owner) {
   for (;;) {
     auto w = Resolve(at, path, false, 0, true);
     if (!w.ok()) return w.status();
     if (w->ino != 0) return Status::Error(EEXIST, "file exists");
     if (w->too_long) return Status::Error(ENAMETOOLONG, "name too long");
-    Status st = CreateNode(*w, S_IFDIR | (mode & 07777), nullptr, nullptr, false);
+    Status st = CreateNode(*w, S_IFDIR | (mode & 07777), nullptr, nullptr, false, owner);
     if (st.code() != EAGAIN) return st;
   }
 }
 
-Status FileSystem::Symlink(std::string_view target, std::string_view path, uint64_t at) {
+Status FileSystem::Mknod(std::string_view path, mode_t mode, dev_t dev, uint64_t at, const Owner* owner) {
+  mode_t type = mode & S_IFMT;
+  if (type == 0) type = S_IFREG;
+  if (type != S_IFREG && type != S_IFIFO && type != S_IFSOCK && type != S_IFCHR && type != S_IFBLK)
+    return Status::Error(EINVAL, "mknod of a directory, symlink or unknown type");
+  uint64_t rdev = (type == S_IFCHR || type == S_IFBLK) ? static_cast<uint64_t>(dev) : 0;
+  for (;;) {
+    auto w = Resolve(at, path, false, 0, true);
+    if (!w.ok()) return w.status();
+    if (w->ino != 0) return Status::Error(EEXIST, "file exists");
+    if (w->too_long) return Status::Error(ENAMETOOLONG, "name too long");
+    if (w->trailing_slash) return Status::Error(ENOENT, "no such directory");
+    Status st = CreateNode(*w, type | (mode & 07777), nullptr, nullptr, false, owner, rdev);
+    if (st.code() != EAGAIN) return st;
+  }
+}
+
+Status FileSystem::Symlink(std::string_view target, std::string_view path, uint64_t at, const Owner* owner) {
   if (target.empty()) return Status::Error(ENOENT, "empty symlink target");
   if (target.size() >= PATH_MAX) return Status::Error(ENAMETOOLONG, "symlink target too long");
   std::string t(target);
@@ -336,7 +365,7 @@ Status FileSystem::Symlink(std::string_view target, std::string_view path, uint6
     if (w->ino != 0) return Status::Error(EEXIST, "file exists");
     if (w->too_long) return Status::Error(ENAMETOOLONG, "name too long");
     if (w->trailing_slash) return Status::Error(ENOENT, "no such directory");
-    Status st = CreateNode(*w, S_IFLNK | 0777, &t, nullptr, false);
+    Status st = CreateNode(*w, S_IFLNK | 0777, &t, nullptr, false, owner);
     if (st.code() != EAGAIN) return st;
   }
 }
