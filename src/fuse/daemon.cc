@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -78,6 +79,12 @@ int Serve(const MountOptions& opt, int ready_fd) {
                  opt.dir.c_str());
   } else {
     struct fuse_session* se = fuse_get_session(f);
+    // libfuse installs its handlers only where a signal's disposition is
+    // SIG_DFL, and a shell starts background jobs (`mapfs mount -f &`) with
+    // SIGINT ignored: without this, SIGINT would leave the mount served
+    // until a kill. SIGHUP keeps what it was given (nohup stays nohup).
+    ::signal(SIGINT, SIG_DFL);
+    ::signal(SIGTERM, SIG_DFL);
     if (fuse_set_signal_handlers(se) != 0) {
       std::fprintf(stderr, "mapfs mount: cannot install signal handlers\n");
     } else {

@@ -3,6 +3,18 @@
 // Paths come from libfuse, already resolved by the kernel component by
 // component, so no call here follows a symlink in the last component.
 // Handles (fi->fh) own one core OpenFile each; release closes it.
+//
+// Unlinked open files. libfuse's path API cannot name a file that is open
+// but has no name any more, and the kernel sends fstat of it without a
+// handle, so a plain unlink would make fstat of such a file fail (ESTALE).
+// So hard_remove is off: to unlink (or rename over) a name that is open on
+// the mount, libfuse renames it to a hidden name ".fuse_hidden<id>" and
+// unlinks that name after the last release. Rename recognises that move and
+// unlinks the file in the core at once (so its link count is 0 and it is in
+// no directory, as on Linux) while it keeps an open description of it under
+// the hidden name; the calls that come by path (stat, chmod, chown,
+// truncate, utimens) use that description, and the unlink of the hidden name
+// closes it. The hidden names exist only in the daemon, never in the pool.
 #include "fuse/fuse_ops.h"
 
 #include <fcntl.h>
@@ -10,7 +22,10 @@
 
 #include <cstring>
 #include <mutex>
+#include <string>
+#include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 namespace mapfs::fuse {
 
@@ -20,8 +35,10 @@ struct Handle {
 
 struct MountState {
   std::unique_ptr<fs::FileSystem> fs;
-  std::mutex mu;  // handles
+  std::mutex mu;  // handles, hidden
   std::unordered_set<Handle*> handles;
+  // Hidden name -> an open description of the unlinked file (see above).
+  std::unordered_map<std::string, std::shared_ptr<fs::OpenFile>> hidden;
 
   uint64_t Add(std::shared_ptr<fs::OpenFile> f) {
     auto* h = new Handle{std::move(f)};
@@ -58,6 +75,8 @@ Status FinishMountState(MountState* s) {
     (void)s->fs->Close(*h->f);
     delete h;
   }
+  for (auto& [name, f] : s->hidden) (void)s->fs->Close(*f);
+  s->hidden.clear();
   Status st = s->fs->Unmount();
   delete s;
   return st;
@@ -74,12 +93,60 @@ int Err(const Status& st) {
   return -(st.code() ? st.code() : EIO);
 }
 
-// The core makes new inodes owned by the daemon's credentials; a request
-// from another user gets its own.
-int OwnNew(const char* path) {
+constexpr std::string_view kHiddenPrefix = ".fuse_hidden";  // libfuse's hide_node()
+
+bool IsHiddenName(std::string_view path) {
+  size_t slash = path.rfind('/');
+  return path.substr(slash == std::string_view::npos ? 0 : slash + 1).starts_with(kHiddenPrefix);
+}
+
+// The unlinked open file libfuse calls `path`, or null.
+std::shared_ptr<fs::OpenFile> Hidden(const char* path) {
+  if (path == nullptr || !IsHiddenName(path)) return nullptr;
+  MountState* s = State();
+  std::lock_guard<std::mutex> g(s->mu);
+  auto it = s->hidden.find(path);
+  return it == s->hidden.end() ? nullptr : it->second;
+}
+
+// libfuse hides `from` (open on the mount) under the new name `to`: unlink
+// it in the core, keeping an open description under `to`.
+int Hide(const char* from, const char* to) {
+  // O_RDWR: truncate by path may come for it (the kernel checked access).
+  auto f = Fs().Open(from, O_RDWR | O_NOFOLLOW, 0);
+  if (!f.ok()) return Err(f.status());
+  Status st = Fs().Unlink(from);
+  if (!st.ok()) {
+    (void)Fs().Close(**f);
+    return Err(st);
+  }
+  MountState* s = State();
+  std::lock_guard<std::mutex> g(s->mu);
+  s->hidden[to] = std::move(*f);
+  return 0;
+}
+
+// The last release of a hidden file: libfuse unlinks its hidden name.
+bool Unhide(const char* path) {
+  if (!IsHiddenName(path)) return false;
+  MountState* s = State();
+  std::shared_ptr<fs::OpenFile> f;
+  {
+    std::lock_guard<std::mutex> g(s->mu);
+    auto it = s->hidden.find(path);
+    if (it == s->hidden.end()) return false;
+    f = std::move(it->second);
+    s->hidden.erase(it);
+  }
+  (void)Fs().Close(*f);
+  return true;
+}
+
+// New inodes belong to the user whose request made them, set in the same
+// transaction that creates them.
+fs::Owner Caller() {
   const struct fuse_context* c = fuse_get_context();
-  if (c->uid == geteuid() && c->gid == getegid()) return 0;
-  return Err(Fs().Chown(path, c->uid, c->gid, false));
+  return fs::Owner{c->uid, c->gid};
 }
 
 // Flags for the core's Open: creation is the create op's, and O_APPEND is
@@ -92,7 +159,7 @@ void* Init(struct fuse_conn_info* conn, struct fuse_config* cfg) {
   cfg->use_ino = 1;       // st_ino is the core's inode number
   cfg->readdir_ino = 1;
   cfg->nullpath_ok = 1;   // calls on open handles use the handle
-  cfg->hard_remove = 1;   // the core keeps unlinked open files itself
+  cfg->hard_remove = 0;   // unlinked open files: see the top of this file
   // No kernel caching of names and attributes, and no page cache kept
   // across opens: another process (the shim, the C API) may change the pool
   // at any time (README "The FUSE mount").
@@ -107,6 +174,7 @@ void* Init(struct fuse_conn_info* conn, struct fuse_config* cfg) {
 
 int Getattr(const char* path, struct stat* st, struct fuse_file_info* fi) {
   if (fi != nullptr) return Err(Fs().Fstat(File(fi), st));
+  if (auto h = Hidden(path)) return Err(Fs().Fstat(*h, st));
   return Err(Fs().Stat(path, st, false));
 }
 
@@ -120,47 +188,52 @@ int Readlink(const char* path, char* buf, size_t size) {
   return 0;
 }
 
-int Mknod(const char* path, mode_t mode, dev_t) {
-  if (!S_ISREG(mode)) return -EPERM;  // the core has no device, FIFO or socket nodes
-  auto r = Fs().Open(path, O_CREAT | O_EXCL | O_WRONLY, mode & 07777);
-  if (!r.ok()) return Err(r.status());
-  (void)Fs().Close(**r);
-  return OwnNew(path);
+// FIFOs, sockets and devices are nodes in the pool; the kernel serves them.
+int Mknod(const char* path, mode_t mode, dev_t dev) {
+  fs::Owner o = Caller();
+  return Err(Fs().Mknod(path, mode, dev, 0, &o));
 }
 
 int Mkdir(const char* path, mode_t mode) {
-  int e = Err(Fs().Mkdir(path, mode));
-  return e != 0 ? e : OwnNew(path);
+  fs::Owner o = Caller();
+  return Err(Fs().Mkdir(path, mode, 0, &o));
 }
 
-int Unlink(const char* path) { return Err(Fs().Unlink(path)); }
+int Unlink(const char* path) { return Unhide(path) ? 0 : Err(Fs().Unlink(path)); }
 int Rmdir(const char* path) { return Err(Fs().Rmdir(path)); }
 
 int Symlink(const char* target, const char* path) {
-  int e = Err(Fs().Symlink(target, path));
-  return e != 0 ? e : OwnNew(path);
+  fs::Owner o = Caller();
+  return Err(Fs().Symlink(target, path, 0, &o));
 }
 
-int Rename(const char* from, const char* to, unsigned flags) { return Err(Fs().Rename(from, to, flags)); }
+int Rename(const char* from, const char* to, unsigned flags) {
+  if (flags == 0 && IsHiddenName(to) && !IsHiddenName(from)) return Hide(from, to);
+  return Err(Fs().Rename(from, to, flags));
+}
 int Link(const char* from, const char* to) { return Err(Fs().Link(from, to, false)); }
 
 int Chmod(const char* path, mode_t mode, struct fuse_file_info* fi) {
   if (fi != nullptr) return Err(Fs().Fchmod(File(fi), mode));
+  if (auto h = Hidden(path)) return Err(Fs().Fchmod(*h, mode));
   return Err(Fs().Chmod(path, mode, false));
 }
 
 int Chown(const char* path, uid_t uid, gid_t gid, struct fuse_file_info* fi) {
   if (fi != nullptr) return Err(Fs().Fchown(File(fi), uid, gid));
+  if (auto h = Hidden(path)) return Err(Fs().Fchown(*h, uid, gid));
   return Err(Fs().Chown(path, uid, gid, false));
 }
 
 int Truncate(const char* path, off_t size, struct fuse_file_info* fi) {
   if (fi != nullptr) return Err(Fs().Ftruncate(File(fi), size));
+  if (auto h = Hidden(path)) return Err(Fs().Ftruncate(*h, size));
   return Err(Fs().Truncate(path, size));
 }
 
 int Utimens(const char* path, const struct timespec ts[2], struct fuse_file_info* fi) {
   if (fi != nullptr) return Err(Fs().Futimens(File(fi), ts));
+  if (auto h = Hidden(path)) return Err(Fs().Futimens(*h, ts));
   return Err(Fs().Utimens(path, ts, false));
 }
 
@@ -174,10 +247,11 @@ int Open(const char* path, struct fuse_file_info* fi) {
 }
 
 int Create(const char* path, mode_t mode, struct fuse_file_info* fi) {
-  auto r = Fs().Open(path, CoreFlags(fi->flags) | O_CREAT | (fi->flags & O_EXCL), mode & 07777);
+  fs::Owner o = Caller();
+  auto r = Fs().Open(path, CoreFlags(fi->flags) | O_CREAT | (fi->flags & O_EXCL), mode & 07777, 0, &o);
   if (!r.ok()) return Err(r.status());
   fi->fh = State()->Add(std::move(*r));
-  return OwnNew(path);
+  return 0;
 }
 
 int Read(const char*, char* buf, size_t size, off_t off, struct fuse_file_info* fi) {
@@ -225,6 +299,32 @@ int Fallocate(const char*, int mode, off_t off, off_t len, struct fuse_file_info
   return Err(Fs().Fallocate(File(fi), mode, off, len));
 }
 
+// The kernel sends only SEEK_DATA and SEEK_HOLE here (it keeps the offset).
+off_t Lseek(const char*, off_t off, int whence, struct fuse_file_info* fi) {
+  auto r = Fs().Seek(File(fi), off, whence);
+  return r.ok() ? static_cast<off_t>(*r) : Err(r.status());
+}
+
+// One request for the whole range instead of a page-by-page splice through
+// the kernel: read and write through the core in 1 MiB steps.
+ssize_t CopyFileRange(const char*, struct fuse_file_info* fi_in, off_t off_in, const char*,
+                      struct fuse_file_info* fi_out, off_t off_out, size_t len, int flags) {
+  if (flags != 0) return -EINVAL;
+  std::vector<char> buf(std::min<size_t>(len, 1 << 20));
+  size_t done = 0;
+  while (done < len) {
+    size_t want = std::min(buf.size(), len - done);
+    auto r = Fs().Read(File(fi_in), buf.data(), want, off_in + static_cast<off_t>(done));
+    if (!r.ok()) return done > 0 ? static_cast<ssize_t>(done) : Err(r.status());
+    if (*r == 0) break;
+    auto w = Fs().Write(File(fi_out), buf.data(), *r, off_out + static_cast<off_t>(done));
+    if (!w.ok()) return done > 0 ? static_cast<ssize_t>(done) : Err(w.status());
+    done += *w;
+    if (*w < *r) break;
+  }
+  return static_cast<ssize_t>(done);
+}
+
 struct fuse_operations MakeOps() {
   struct fuse_operations o{};
   o.init = Init;
@@ -254,6 +354,8 @@ struct fuse_operations MakeOps() {
   o.releasedir = Releasedir;
   o.fsyncdir = Fsyncdir;
   o.fallocate = Fallocate;
+  o.lseek = Lseek;
+  o.copy_file_range = CopyFileRange;
   // No lock/flock: the kernel keeps POSIX and flock locks of the mount
   // locally (README "The FUSE mount").
   return o;

@@ -20,7 +20,7 @@ fuse_cleanup() {
   for d in "${FUSE_MOUNTED[@]}"; do
     if is_mounted "$d"; then "$MAPFS" umount "$d" 2>/dev/null || umount -l "$d" 2>/dev/null || true; fi
   done
-  rm -rf "$WORK"
+  [ -n "${KEEP_WORK:-}" ] || rm -rf "$WORK"
 }
 trap fuse_cleanup EXIT
 
