@@ -260,6 +260,13 @@ Result<size_t> FileData::Write(Inode* in, uint64_t in_voff, const void* buf, siz
   }
   MAPFS_RETURN_IF_ERROR(Prepare(in, off, n));
   if (off > size) MAPFS_RETURN_IF_ERROR(Zero(in, size, off));
+  if (end > size && PartLevel(in->part) >= 3) {
+    // Growing into a 2 MiB chunk of its own for the first time: take the
+    // chunk's page faults at once (appends would take one per page).
+    uint64_t c = AlignDown(end - 1, kChunkSize);
+    if (size == 0 || AlignDown(size - 1, kChunkSize) != c)
+      vm_->Prefault(PartVoff(in->part) + c, std::min(kChunkSize, Capacity(in) - c));
+  }
   medium::CopyNt(vm_->at(PartVoff(in->part) + off), buf, n);
   bool fenced = false;
   if (mode != Mode::kPosix) {
