@@ -1,7 +1,8 @@
 # Helpers for the FUSE mount tests, sourced as `source common.sh "$@"`
 # ($1 = the mapfs binary). Gives WORK (a fresh dir in /dev/shm, removed at
 # exit), fail MSG, mount_pool POOL DIR [ARGS] (daemonised mount, checked),
-# unmount DIR, is_mounted DIR. Every dir mounted here is unmounted at exit.
+# unmount DIR, is_mounted DIR. Every dir mounted here is unmounted at exit
+# (KEEP_WORK=1 keeps WORK, with its logs, for a look after a failure).
 # A machine without a usable /dev/fuse FAILS the test with a clear message.
 set -euo pipefail
 export LC_ALL=C TZ=UTC
