@@ -16,9 +16,13 @@ if [ -n "$missing" ]; then
   $SUDO apt-get update
   $SUDO apt-get install -y $missing
 fi
-# fsx (crates.io) for tests/preload/fsx_test.sh, which fails loudly without it.
+# fsx (crates.io) for tests/preload/fsx_test.sh and tests/fuse/fsx_test.sh,
+# pjdfstest (crates.io, the Rust rewrite) for tests/fuse/pjdfstest_test.sh;
+# those tests fail loudly without them.
 cargo_bin=${CARGO_HOME:-$HOME/.cargo}/bin
-if ! command -v fsx >/dev/null && [ ! -x "$cargo_bin/fsx" ]; then
-  cargo=$(command -v cargo || echo "$cargo_bin/cargo")
-  if [ -x "$cargo" ]; then "$cargo" install --quiet fsx; else echo "install-deps: no cargo: fsx not installed" >&2; fi
-fi
+for tool in fsx pjdfstest; do
+  if ! command -v "$tool" >/dev/null && [ ! -x "$cargo_bin/$tool" ]; then
+    cargo=$(command -v cargo || echo "$cargo_bin/cargo")
+    if [ -x "$cargo" ]; then "$cargo" install --quiet "$tool"; else echo "install-deps: no cargo: $tool not installed" >&2; fi
+  fi
+done
