@@ -165,8 +165,12 @@ Result<std::string> FileSystem::ReadlinkIno(uint64_t ino) {
   }
   if (n >= kPageSize || in->part == 0) return Status::Error(EUCLEAN, "symlink target damaged");
   uint64_t v = meta::format::PartVoff(in->part);
-  MAPFS_RETURN_IF_ERROR(mount_->vm().Map(v, kPageSize));
-  return std::string(mount_->vm().at(v), n);
+  // The target's page must exist: a damaged word must fail, not fault.
+  vm::Vm& vm = mount_->vm();
+  if (v >= vm.size() || kPageSize > vm.size() - v || !vm.Backed(v, kPageSize))
+    return Status::Error(EUCLEAN, "symlink target damaged");
+  MAPFS_RETURN_IF_ERROR(vm.Map(v, kPageSize));
+  return std::string(vm.at(v), n);
 }
 
 Result<std::string> FileSystem::Readlink(std::string_view path, uint64_t at) {
