@@ -580,6 +580,36 @@ TEST(crash_damaged, ReadOfUnbackedPagesNeverFaults) {
   EXPECT_EQ(ReadEverything(pool.path()), "");
 }
 
+// Regression (found by the fuzzer): readlink of a long symlink copied its
+// target from wherever its partition word pointed (outside the region, or a
+// page nothing backs): SIGSEGV. It fails with EUCLEAN now.
+TEST(crash_damaged, DamagedSymlinkTargetFailsTheCall) {
+  if (::access(MAPFS_CLI, X_OK) != 0) GTEST_SKIP() << "no mapfs CLI at " << MAPFS_CLI;
+  FsPool pool(16ull << 20);
+  ASSERT_EQ(pool.error(), "");
+  const std::string good = MakeImage(pool.path());
+  ASSERT_FALSE(good.empty());
+  PoolImage pi(good);
+  uint64_t link = 0;
+  for (auto& [ino, p] : pi.Inodes()) {
+    auto in = pi.Get<meta::format::Inode>(p);
+    if (S_ISLNK(in.mode) && in.size == 300) link = p;
+  }
+  ASSERT_NE(link, 0u);
+  const uint64_t region = uint64_t{1} << pi.header().vspace_shift;
+  for (uint64_t part : {meta::format::PartWord(region - (4u << 20), 0), meta::format::PartWord(region, 0),
+                        meta::format::PartWord(uint64_t{1} << 46, 0)}) {
+    SCOPED_TRACE("partition word " + std::to_string(part));
+    std::string bad = good;
+    std::memcpy(bad.data() + link + offsetof(meta::format::Inode, part), &part, 8);
+    ASSERT_TRUE(WriteAllFile(pool.path(), bad));
+    EXPECT_EQ(ReadEverything(pool.path()), "");
+    RunResult ls = RunCli({"ls", "-l", pool.path(), "/"});
+    EXPECT_EQ(Orderly(ls, "ls -l"), "");
+    DropSegment(bad);
+  }
+}
+
 // Pool offsets of the present entries of the PPT's level-1 and level-0
 // tables (the first `per_table` of each table).
 void LowEntries(const PoolImage& pi, uint64_t table, int level, size_t per_table, std::vector<uint64_t>* out) {
