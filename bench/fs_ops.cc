@@ -236,9 +236,9 @@ int RunMeta(const FsBenchOptions& o, mapfs_t* fs, SyscallTarget& tmp, SyscallTar
     }
   }
   ProgressDone();
-  if (!MeasureMount(o, n, repeat, rows)) return 1;
   for (int w = 0; w < 5; w++)
     for (size_t k = 0; k < ts.size(); k++) rows.push_back({names[w], ts[k]->name, ts[k]->mode, "4k", 0, n, 0, SpreadOf(t[w][k])});
+  if (!MeasureMount(o, n, repeat, rows)) return 1;
   PrintRows(rows);
   return 0;
 }

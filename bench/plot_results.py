@@ -12,6 +12,8 @@ Reads JSON written by any suite's --json, or by `mapfs bench all --json`
                    number of entries, one panel per operation (log x axis)
   pswap.png        pswap against copying twice: microseconds against pages,
                    log-log, per mapping page size
+  results.md       every suite as a Markdown table: per workload, each file
+                   system's median ns/op and its speed relative to tmpfs
 
 Needs matplotlib (Debian: python3-matplotlib).
 """
@@ -74,7 +76,7 @@ def bars_vs_tmpfs(suite, rows, out):
     base = {key(r): r["ns_per_op"] for r in rows if r["fs"] == "tmpfs" and r["ns_per_op"] > 0}
     threads = sorted({r.get("threads", 0) for r in rows})
     n_groups = len({r["workload"] for r in rows})
-    fig, axes = plt.subplots(len(threads), 1, figsize=(max(6, 0.6 * n_groups + 2), 3.4 * len(threads)), squeeze=False)
+    fig, axes = plt.subplots(len(threads), 1, figsize=(max(7.5, 0.6 * n_groups + 2), 3.4 * len(threads)), squeeze=False)
     drawn = False
     for ax, t in zip(axes[:, 0], threads):
         if bar_panel(ax, [r for r in rows if r.get("threads", 0) == t], base):
@@ -84,7 +86,7 @@ def bars_vs_tmpfs(suite, rows, out):
     if not drawn:
         plt.close(fig)
         return None
-    fig.suptitle(f"mapfs bench {suite}: per-operation speed relative to tmpfs (higher is faster)")
+    fig.suptitle(f"mapfs bench {suite}: per-operation speed relative to tmpfs (higher is faster)", fontsize=10)
     fig.tight_layout()
     path = os.path.join(out, f"{suite}.png")
     fig.savefig(path, dpi=80)
@@ -140,15 +142,45 @@ def pswap_curve(rows, out):
     return path
 
 
+def markdown(doc):
+    """One suite as a Markdown table: ns/op (x tmpfs) per file system."""
+    rows = doc["results"]
+    base = {key(r): r["ns_per_op"] for r in rows if r["fs"] == "tmpfs" and r["ns_per_op"] > 0}
+    cols, lines = [], {}
+    for r in rows:
+        c = label(r)
+        if c not in cols:
+            cols.append(c)
+        n = r.get("entries") or r.get("threads") or r.get("pages") or ""
+        if r.get("threads"):
+            n = f"{n} thr"
+        k = (r["workload"], n)
+        if doc["suite"] == "pswap":
+            cell = f"{r['median_ns'] / 1e3:,.1f} us"
+        else:
+            cell = f"{r['ns_per_op']:,.0f}"
+            if r["fs"] != "tmpfs" and key(r) in base and r["ns_per_op"] > 0:
+                cell += f" ({base[key(r)] / r['ns_per_op']:.2f}x)"
+        lines.setdefault(k, {})[c] = cell
+    has_n = any(k[1] != "" for k in lines)
+    head = ["workload"] + (["n"] if has_n else []) + cols
+    out = [f"**{doc['suite']}** ({'median time per swap' if doc['suite'] == 'pswap' else 'median ns/op; (x tmpfs) = speed relative to tmpfs, > 1 is faster'})", "",
+           "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for (w, n), cells in lines.items():
+        out.append("| " + " | ".join([w] + ([str(n)] if has_n else []) + [cells.get(c, "") for c in cols]) + " |")
+    return "\n".join(out) + "\n"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("results", nargs="+")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    made = []
+    made, md = [], []
     for path in a.results:
         for doc in suites_of(path):
+            md.append(markdown(doc))
             suite, rows = doc["suite"], doc["results"]
             if suite == "dir":
                 made.append(dir_curve(rows, a.out))
@@ -156,6 +188,10 @@ def main():
                 made.append(pswap_curve(rows, a.out))
             else:
                 made.append(bars_vs_tmpfs(suite, rows, a.out))
+    if md:
+        with open(os.path.join(a.out, "results.md"), "w") as f:
+            f.write("\n".join(md))
+        made.append(os.path.join(a.out, "results.md"))
     made = [m for m in made if m]
     for m in made:
         print(m)
