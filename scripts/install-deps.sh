@@ -9,6 +9,8 @@ pkgs="$pkgs libfuse3-dev fuse3 pkg-config"
 # The benchmarks (bench/): RocksDB's db_bench, SQLite's headers for the
 # TPC-C-like driver, matplotlib for `mapfs bench plot`.
 pkgs="$pkgs rocksdb-tools libsqlite3-dev python3-matplotlib"
+# The pool-image fuzzer (tests/crash/fuzz: libFuzzer needs clang).
+pkgs="$pkgs clang"
 missing=""
 for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
