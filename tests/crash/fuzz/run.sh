@@ -6,10 +6,12 @@
 #
 # SECONDS defaults to 60 (the CI's run); for a long local run try
 #   tests/crash/fuzz/run.sh 3600 -fork=2 -ignore_crashes=1
-# (two processes, going on past crashes: each is saved, see below). The corpus grows in $FUZZ_BUILD/corpus (kept between runs), the
-# seeds (small real pools) are regenerated in $FUZZ_BUILD/seeds, and a
-# crashing input is saved as $FUZZ_BUILD/artifacts/crash-* — replay it with
-#   $FUZZ_BUILD/tests/crash/fuzz/pool_fuzz $FUZZ_BUILD/artifacts/crash-...
+# (two processes, going on past crashes: each is saved, see below).
+# The corpus grows in $FUZZ_BUILD/corpus (kept between runs; FUZZ_BUILD
+# defaults to build-fuzz), the seeds (small real pools) are regenerated in
+# $FUZZ_BUILD/seeds, and a crashing input is saved as
+# $FUZZ_BUILD/artifacts/crash-*; replay it with
+#   $FUZZ_BUILD/bin/pool_fuzz $FUZZ_BUILD/artifacts/crash-...
 # Exit status: 0 when the fuzzer found nothing.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
@@ -20,8 +22,7 @@ command -v clang++ >/dev/null || { echo "run.sh: clang++ not found (apt-get inst
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
   -DCMAKE_CXX_COMPILER=clang++ -DMAPFS_FUZZ=ON -DMAPFS_SANITIZE=address,undefined -DMAPFS_WERROR=OFF >/dev/null
 cmake --build "$build" -j "${FUZZ_JOBS:-2}" --target pool_fuzz
-bin="$build/tests/crash/fuzz/pool_fuzz"
-[ -x "$bin" ] || bin="$build/bin/pool_fuzz"
+bin="$build/bin/pool_fuzz"
 mkdir -p "$build/seeds" "$build/corpus" "$build/artifacts"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:handle_segv=1:allow_user_segv_handler=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
