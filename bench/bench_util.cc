@@ -78,8 +78,8 @@ static std::string Ratio(double x) {
 }
 
 void PrintRows(const std::vector<Row>& rows) {
-  std::printf("%-22s %-20s %-4s %8s %10s %12s %8s %23s %8s %8s\n", "workload", "fs", "page", "n", "ops", "ns/op",
-              "GB/s", "min..max ns/op", "x tmpfs", "x floor");
+  std::printf("%-22s %-20s %-4s %8s %10s %10s %12s %8s %23s %8s %8s\n", "workload", "fs", "page", "n", "ops", "seconds",
+              "ns/op", "GB/s", "min..max ns/op", "x tmpfs", "x floor");
   for (const Row& r : rows) {
     std::string fs = r.fs + (r.mode == "-" ? "" : "/" + r.mode);
     uint64_t n = r.entries ? r.entries : r.threads ? static_cast<uint64_t>(r.threads) : r.pages;
@@ -89,8 +89,8 @@ void PrintRows(const std::vector<Row>& rows) {
     std::snprintf(spread, sizeof spread, "%.0f..%.0f", r.ns.min / ops, r.ns.max / ops);
     if (n) std::snprintf(nbuf, sizeof nbuf, "%llu", static_cast<unsigned long long>(n));
     if (r.bytes) std::snprintf(gb, sizeof gb, "%.2f", gbps);
-    std::printf("%-22s %-20s %-4s %8s %10llu %12.0f %8s %23s %8s %8s\n", r.workload.c_str(), fs.c_str(),
-                r.page.c_str(), nbuf, static_cast<unsigned long long>(r.ops), NsPerOp(r), gb, spread,
+    std::printf("%-22s %-20s %-4s %8s %10llu %10.4f %12.0f %8s %23s %8s %8s\n", r.workload.c_str(), fs.c_str(),
+                r.page.c_str(), nbuf, static_cast<unsigned long long>(r.ops), r.ns.median / 1e9, NsPerOp(r), gb, spread,
                 Ratio(RatioTo(rows, r, "tmpfs")).c_str(), Ratio(RatioTo(rows, r, "floor")).c_str());
   }
   std::fflush(stdout);

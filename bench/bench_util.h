@@ -34,8 +34,8 @@ struct Row {
 // faster. 0 when the run has no such baseline row.
 double RatioTo(const std::vector<Row>& rows, const Row& r, const std::string& base_fs);
 
-// Prints the rows as a table: fs/mode, page, parameter, ops, ns/op, GB/s,
-// the repeat spread (min/max ns/op), x tmpfs and x floor.
+// Prints the rows as a table: fs/mode, page, parameter, ops, seconds (the
+// median repeat), ns/op, GB/s, the repeat spread (min/max ns/op), x tmpfs and x floor.
 void PrintRows(const std::vector<Row>& rows);
 
 // A progress line on stderr when it is a terminal ("\r" overwritten, cleared
