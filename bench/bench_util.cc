@@ -63,10 +63,13 @@ static std::string Escape(const std::string& s) {
 static double NsPerOp(const Row& r) { return r.ops ? r.ns.median / static_cast<double>(r.ops) : 0; }
 
 double RatioTo(const std::vector<Row>& rows, const Row& r, const std::string& base_fs) {
-  for (const Row& b : rows)
-    if (b.fs == base_fs && b.workload == r.workload && b.page == r.page && b.pages == r.pages &&
-        b.entries == r.entries && b.threads == r.threads && NsPerOp(r) > 0)
-      return NsPerOp(b) / NsPerOp(r);
+  // The baseline of the same page size, else of any (kernel file systems
+  // and the floor have one row per workload whatever mapfs's page size).
+  for (bool same_page : {true, false})
+    for (const Row& b : rows)
+      if (b.fs == base_fs && b.workload == r.workload && (!same_page || b.page == r.page) && b.pages == r.pages &&
+          b.entries == r.entries && b.threads == r.threads && NsPerOp(r) > 0)
+        return NsPerOp(b) / NsPerOp(r);
   return 0;
 }
 

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -85,6 +86,44 @@ double FloorRun(char* map, const std::string& w, uint64_t size, char* buf, const
   return static_cast<double>(NowNs() - t0);
 }
 
+// A second mapfs pool with 2 MiB pages for micro, on a private tmpfs mounted
+// huge=always where this process may mount one (as pswap does), else in the
+// bench directory without huge pages (said so).
+class HugePagePool {
+ public:
+  ~HugePagePool() {
+    if (fs_ != nullptr) mapfs_unmount(fs_);
+    if (!pool_.empty()) ::unlink(pool_.c_str());
+    if (mounted_) ::umount(dir_.c_str());
+    if (!dir_.empty()) ::rmdir(dir_.c_str());
+  }
+  mapfs_t* Make(const std::string& shm_dir, uint64_t bytes) {
+    dir_ = "/tmp/mapfs-bench-micro-huge-" + std::to_string(::getpid());
+    std::string where = shm_dir, note = "huge pages off: cannot mount a huge=always tmpfs";
+    if (::mkdir(dir_.c_str(), 0700) == 0) {
+      std::string opts = "huge=always,size=" + std::to_string(bytes + 64 * MiB);
+      if (::mount("mapfs-bench", dir_.c_str(), "tmpfs", 0, opts.c_str()) == 0)
+        mounted_ = true, where = dir_, note = "huge=always tmpfs";
+      else
+        note += std::string(" (") + std::strerror(errno) + ")";
+    }
+    pool_ = where + "/mapfs-bench-2m-" + std::to_string(::getpid()) + ".pool";
+    struct mapfs_mkfs_options mk {};
+    mk.size = bytes;
+    mk.page_size = 2 * MiB;
+    mk.mode = MAPFS_MODE_SYNC;
+    if (!Check(mapfs_mkfs(pool_.c_str(), &mk) == 0, "mkfs (2 MiB pages)")) return nullptr;
+    fs_ = mapfs_mount(pool_.c_str(), nullptr);
+    if (fs_ != nullptr) std::printf("2 MiB pages: a pool on %s\n", note.c_str());
+    return fs_;
+  }
+
+ private:
+  std::string dir_, pool_;
+  bool mounted_ = false;
+  mapfs_t* fs_ = nullptr;
+};
+
 int RunMicro(const FsBenchOptions& o, mapfs_t* fs, SyscallTarget& tmp, SyscallTarget* ext4, std::vector<Row>& rows) {
   uint64_t size = o.size ? o.size : o.quick ? 64 * MiB : 1 * GiB;
   size = AlignDown(size, 10 * kIo);
@@ -106,11 +145,18 @@ int RunMicro(const FsBenchOptions& o, mapfs_t* fs, SyscallTarget& tmp, SyscallTa
   std::vector<std::unique_ptr<Target>> targets;
   targets.push_back(std::make_unique<SyscallTarget>(tmp));
   if (ext4 != nullptr) targets.push_back(std::make_unique<SyscallTarget>(*ext4));
-  for (size_t i = 0; i < o.modes.size();) {
-    size_t j = o.modes.find(',', i);
-    if (j == std::string::npos) j = o.modes.size();
-    targets.push_back(std::make_unique<MapfsTarget>(fs, o.modes.substr(i, j - i)));
-    i = j + 1;
+  HugePagePool huge;
+  mapfs_t* fs2m = o.pages.find("2m") != std::string::npos ? huge.Make(o.dir, std::max<uint64_t>(3 * size + 512 * MiB, 1 * GiB)) : nullptr;
+  if (o.pages.find("2m") != std::string::npos && fs2m == nullptr) return 1;
+  for (mapfs_t* f : {o.pages.find("4k") != std::string::npos ? fs : nullptr, fs2m}) {
+    if (f == nullptr) continue;
+    for (size_t i = 0; i < o.modes.size();) {
+      size_t j = o.modes.find(',', i);
+      if (j == std::string::npos) j = o.modes.size();
+      targets.push_back(std::make_unique<MapfsTarget>(f, o.modes.substr(i, j - i)));
+      if (f == fs2m) targets.back()->page = "2m";
+      i = j + 1;
+    }
   }
   if (!o.preload_root.empty()) targets.push_back(std::make_unique<SyscallTarget>(o.preload_root, "mapfs-preload", "sync"));
   std::printf("\nmicro: file of %s, 4 KiB I/O, median of %d\n", FormatSize(size).c_str(), repeat);
@@ -135,7 +181,7 @@ int RunMicro(const FsBenchOptions& o, mapfs_t* fs, SyscallTarget& tmp, SyscallTa
     }
     rows.push_back({w, "floor", "-", "4k", 0, ops, size, SpreadOf(fl)});
     for (size_t k = 0; k < targets.size(); k++)
-      rows.push_back({w, targets[k]->name, targets[k]->mode, "4k", 0, ops, size, SpreadOf(t[k])});
+      rows.push_back({w, targets[k]->name, targets[k]->mode, targets[k]->page, 0, ops, size, SpreadOf(t[k])});
   }
   ProgressDone();
   PrintRows(rows);

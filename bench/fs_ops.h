@@ -19,6 +19,7 @@ struct FsBenchOptions {
   std::string dir;       // where pools and the tmpfs files go (/dev/shm)
   std::string json;
   std::string modes = "sync,strict";  // mapfs modes to run (micro)
+  std::string pages = "4k,2m";        // mapfs pool page sizes to run (micro)
   uint64_t size = 0;     // micro: bytes per file (0 = default)
   uint64_t ops = 0;      // meta: files (0 = default)
   int repeat = 0;        // 0 = default

@@ -32,6 +32,7 @@ struct Target {
   virtual int Mkdir(const std::string& p) = 0;
   virtual int Rmdir(const std::string& p) = 0;
   std::string name, mode = "-";
+  std::string page = "4k";  // mapfs: the pool's page size (4k | 2m)
 };
 
 // System calls on files under `root`: tmpfs, ext4, or mapfs through the

@@ -37,12 +37,12 @@ def suites_of(path):
 
 
 def key(r):
-    return (r["workload"], r["page"], r.get("pages", 0), r.get("entries", 0), r.get("threads", 0))
+    return (r["workload"], r.get("pages", 0), r.get("entries", 0), r.get("threads", 0))
 
 
 def label(r):
     fs = r["fs"] if r.get("mode", "-") == "-" else f'{r["fs"]}/{r["mode"]}'
-    return fs
+    return fs + (" 2m" if r.get("page") == "2m" else "")
 
 
 def bar_panel(ax, rows, base):

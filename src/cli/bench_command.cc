@@ -29,7 +29,7 @@ namespace {
 
 const char* const kUsage =
     "usage: mapfs bench SUITE [--quick] [--json FILE] [--repeat N] [--dir DIR] [--mode posix|sync|strict]\n"
-    "  micro        [--size BYTES] [--mode posix,sync,strict] [--no-preload]\n"
+    "  micro        [--size BYTES] [--mode posix,sync,strict] [--page 4k,2m] [--no-preload]\n"
     "  meta         [--ops FILES] [--no-preload]\n"
     "  dir          [--entries MAX] [--large]          (directory-size curve, CIB)\n"
     "  pswap        [--max-pages N] [--pool PATH]\n"
@@ -147,7 +147,7 @@ int MicroOrMeta(const Parsed& p, const std::vector<std::string>& args, bench::Fs
 
 int Bench(const std::vector<std::string>& args) {
   Parsed p = Parse(args, {"--json", "--repeat", "--pool", "--max-pages", "--size", "--ops", "--mode", "--dir",
-                          "--records", "--threads", "--entries", "--out", "--journal"},
+                          "--records", "--threads", "--entries", "--out", "--journal", "--page"},
                    {"--quick", "--no-preload", "--large"});
   std::string suite = p.pos.empty() ? "" : p.pos[0];
   bool known = suite == "all" || suite == "plot";
@@ -204,6 +204,9 @@ int Bench(const std::vector<std::string>& args) {
   o.suite = suite;
   o.dir = dir, o.json = json, o.quick = quick, o.repeat = static_cast<int>(repeat), o.ops = ops;
   if (p.Has("--mode")) o.modes = mode;
+  if (p.Has("--page")) o.pages = *p.Get("--page");
+  if (o.pages.find("4k") == std::string::npos && o.pages.find("2m") == std::string::npos)
+    return std::fprintf(stderr, "mapfs bench: --page takes 4k, 2m or 4k,2m\n"), 2;
   if (p.Has("--size")) {
     auto n = ParseSize(*p.Get("--size"));
     if (!n.ok() || *n < 40960) return std::fprintf(stderr, "mapfs bench: --size must be at least 40K\n"), 2;
