@@ -117,7 +117,9 @@ void PageAllocator::Discard(uint64_t off, uint64_t len) {
     medium::ZeroNt(pool_->base() + off, len);
     medium::Fence();
   } else {
-    medium::TraceStore(pool_->base() + off, len);  // the hole is a store of zeros
+    // The hole is a store of zeros that needs no flush (as ZeroNt above):
+    // the checker must not treat it as a cached store that may be lost.
+    medium::TraceNtStore(pool_->base() + off, len);
   }
 }
 
