@@ -9,7 +9,8 @@
 # (two processes, going on past crashes: each is saved, see below).
 # The corpus grows in $FUZZ_BUILD/corpus (kept between runs; FUZZ_BUILD
 # defaults to build-fuzz), the seeds (small real pools) are regenerated in
-# $FUZZ_BUILD/seeds, and a crashing input is saved as
+# $FUZZ_BUILD/seeds, inputs that once crashed it are kept (and replayed
+# first) in tests/crash/fuzz/regressions, and a crashing input is saved as
 # $FUZZ_BUILD/artifacts/crash-*; replay it with
 #   $FUZZ_BUILD/bin/pool_fuzz $FUZZ_BUILD/artifacts/crash-...
 # Exit status: 0 when the fuzzer found nothing.
@@ -28,4 +29,4 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:handle_segv=1:allow_user_segv
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 MAPFS_FUZZ_MAKE_SEEDS="$build/seeds" "$bin"
 "$bin" -max_total_time="$secs" -timeout=20 -rss_limit_mb=4096 -max_len=262144 -print_final_stats=1 \
-  -artifact_prefix="$build/artifacts/" "$@" "$build/corpus" "$build/seeds"
+  -artifact_prefix="$build/artifacts/" "$@" "$build/corpus" "$build/seeds" tests/crash/fuzz/regressions
