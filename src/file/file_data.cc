@@ -157,20 +157,23 @@ Status FileData::MoveByCopy(Inode* in, uint64_t in_voff, int level, uint64_t kee
   return old == 0 ? Status::Ok() : space_->Free(PartVoff(old));
 }
 
-Status FileData::Grow(Inode* in, uint64_t in_voff, uint64_t need) {
+Status FileData::Grow(Inode* in, uint64_t in_voff, uint64_t need, bool mapped) {
   uint64_t old = in->part;
   if (old != 0 && PartBytes(PartLevel(old)) >= need) return Status::Ok();
   if (need > max_size_) return Status::Error(EFBIG, "file would exceed the largest partition");
   int level = LevelFor(need);
   uint64_t size = in->size;
   uint64_t pages = old == 0 ? 0 : PagesFor(std::min(size, PartBytes(PartLevel(old))));
+  // A mapped file's pages are held by maps of the pool file, past the size
+  // too: all of them move, with pswap, never by copy.
+  if (mapped && old != 0) pages = PartBytes(PartLevel(old)) / kPageSize;
   if (pages == 0) {
     auto nv = space_->Alloc(level);
     if (!nv.ok()) return nv.status();
     // Nothing to move: one atomic store switches the partition.
     medium::Store64(&in->part, PartWord(*nv, level));
     medium::Persist(&in->part, 8);
-  } else if (PartLevel(old) < 3) {
+  } else if (PartLevel(old) < 3 && !mapped) {
     return MoveByCopy(in, in_voff, level, size, nullptr, size);
   } else {
     auto nv = space_->Alloc(level);
@@ -179,7 +182,7 @@ Status FileData::Grow(Inode* in, uint64_t in_voff, uint64_t need) {
     auto off = vm_->Translate(in_voff + offsetof(Inode, part));
     if (!off.ok()) return off.status();
     tx.Put64(*off, PartWord(*nv, level));
-    Status st = vm_->Pswap(PartVoff(old), *nv, pages, &tx);
+    Status st = vm_->Pswap(PartVoff(old), *nv, pages, &tx, mapped);
     if (!st.ok()) {
       (void)space_->Free(*nv);
       return st;
@@ -253,7 +256,7 @@ Result<size_t> FileData::Write(Inode* in, uint64_t in_voff, const void* buf, siz
   MAPFS_RETURN_IF_ERROR(CheckPart(in));
   if (off > max_size_ || n > max_size_ - off) return Status::Error(EFBIG, "write past the largest file size");
   uint64_t end = off + n, size = in->size;
-  MAPFS_RETURN_IF_ERROR(Grow(in, in_voff, end));
+  MAPFS_RETURN_IF_ERROR(Grow(in, in_voff, end, mapped));
   if (mode == Mode::kStrict && off < size) {
     MAPFS_RETURN_IF_ERROR(StrictOverwrite(in, in_voff, buf, n, off, mapped, std::max(size, end)));
     return n;
@@ -314,6 +317,14 @@ Status FileData::StrictOverwrite(Inode* in, uint64_t in_voff, const void* buf, s
     Patch patch{buf, n, off};
     return MoveByCopy(in, in_voff, PartLevel(in->part), in->size, &patch, new_size);
   }
+  if (mapped) {
+    // Maps of the pool file hold the file's pages: a write too large for
+    // the log goes in place, all-or-nothing no more than a store through a
+    // map would be.
+    medium::CopyNt(vm_->at(base + off), buf, n);
+    medium::Fence();
+    return pool_->redo().Commit(meta);
+  }
   // Large: write-and-swap. The staging range keeps the file range's offset
   // within a 2 MiB chunk when the write spans chunks, so whole chunks swap
   // as single PMD entries.
@@ -341,7 +352,7 @@ Status FileData::StrictOverwrite(Inode* in, uint64_t in_voff, const void* buf, s
   return s.ok() ? f : s;
 }
 
-Status FileData::Truncate(Inode* in, uint64_t in_voff, uint64_t size, Mode mode) {
+Status FileData::Truncate(Inode* in, uint64_t in_voff, uint64_t size, Mode mode, bool mapped) {
   MAPFS_RETURN_IF_ERROR(CheckPart(in));
   uint64_t old = in->size;
   if (size > max_size_) return Status::Error(EFBIG, "size past the largest file size");
@@ -360,6 +371,14 @@ Status FileData::Truncate(Inode* in, uint64_t in_voff, uint64_t size, Mode mode)
     medium::Store64(&in->size, size);
     medium::Persist(&in->size, 8);
     return Status::Ok();
+  }
+  if (mapped) {
+    // Maps of the pool file hold the partition's pages: keep every one of
+    // them where it is; the bytes past the new end read as zero (once the
+    // new size is durable, as below).
+    medium::Store64(&in->size, size);
+    medium::Persist(&in->size, 8);
+    return Zero(in, size, old);
   }
   if (size == 0) {
     meta::MetaTx tx(pool_, vm_);
@@ -401,7 +420,8 @@ Status FileData::Truncate(Inode* in, uint64_t in_voff, uint64_t size, Mode mode)
   return Status::Ok();
 }
 
-Status FileData::Fallocate(Inode* in, uint64_t in_voff, int fmode, uint64_t off, uint64_t len, Mode mode) {
+Status FileData::Fallocate(Inode* in, uint64_t in_voff, int fmode, uint64_t off, uint64_t len, Mode mode,
+                           bool mapped) {
   const int known = FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE;
   if (fmode & ~known) return Status::Error(EOPNOTSUPP, "fallocate mode not supported");
   if (len == 0) return Status::Error(EINVAL, "fallocate: zero length");
@@ -416,12 +436,32 @@ Status FileData::Fallocate(Inode* in, uint64_t in_voff, int fmode, uint64_t off,
     return Status::Ok();
   }
   uint64_t new_size = keep ? size : std::max(size, end);
-  MAPFS_RETURN_IF_ERROR(Grow(in, in_voff, end));
+  MAPFS_RETURN_IF_ERROR(Grow(in, in_voff, end, mapped));
   MAPFS_RETURN_IF_ERROR(Prepare(in, off, len));
   if (fmode & FALLOC_FL_ZERO_RANGE) MAPFS_RETURN_IF_ERROR(Zero(in, off, end));
   if (new_size > size) MAPFS_RETURN_IF_ERROR(Zero(in, size, std::min(off, new_size)));
   if (new_size > size && !(fmode & FALLOC_FL_ZERO_RANGE)) MAPFS_RETURN_IF_ERROR(Zero(in, std::max(size, off), end));
   PublishSize(in, new_size, mode, false);
+  return Status::Ok();
+}
+
+Status FileData::MapPool(Inode* in, uint64_t in_voff, uint64_t off, uint64_t len, std::vector<PoolRun>* runs) {
+  MAPFS_RETURN_IF_ERROR(CheckPart(in));
+  if (len == 0 || !IsAligned(off, kPageSize) || !IsAligned(len, kPageSize))
+    return Status::Error(EINVAL, "map: unaligned range");
+  if (off > max_size_ || len > max_size_ - off) return Status::Error(EFBIG, "map past the largest file size");
+  MAPFS_RETURN_IF_ERROR(Grow(in, in_voff, off + len, true));
+  uint64_t base = PartVoff(in->part) + off;
+  MAPFS_RETURN_IF_ERROR(vm_->Populate(base, len));
+  runs->clear();
+  for (uint64_t p = 0; p < len; p += kPageSize) {
+    auto t = vm_->Translate(base + p);
+    if (!t.ok()) return t.status();
+    if (!runs->empty() && runs->back().pool_off + runs->back().len == *t)
+      runs->back().len += kPageSize;
+    else
+      runs->push_back({*t, kPageSize});
+  }
   return Status::Ok();
 }
 

@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "common/status.h"
 #include "meta/fs_format.h"
@@ -45,6 +46,12 @@ namespace mapfs::file {
 
 enum class Mode : uint32_t { kPosix = 0, kSync = 1, kStrict = 2 };
 
+// `len` bytes of a file at pool offset `pool_off` (MapPool).
+struct PoolRun {
+  uint64_t pool_off;
+  uint64_t len;
+};
+
 class FileData {
  public:
   FileData(medium::Pool* pool, vm::Vm* vm, space::Partitions* space);
@@ -59,14 +66,25 @@ class FileData {
   Result<size_t> Read(const meta::format::Inode* in, void* buf, size_t n, uint64_t off);
   // Writes n bytes at `off`, growing the file. EFBIG beyond max_size(),
   // ENOSPC when the pool is full (the file is then unchanged).
-  // `mapped`: a pointer to the data is out (mapfs_mmap), so a strict write
-  // must keep the bytes at their address (swap pages, never move the file).
+  //
+  // `mapped` (here and below): the file is, or was, mapped — a pointer to
+  // the data is out (mapfs_mmap) or a process maps its pool pages
+  // (MapPool). Its data then never leaves its pool pages: growth moves them
+  // with pswap (never by copy), strict writes go in place, truncation keeps
+  // the partition and every page (zeroing what lies past the end).
   Result<size_t> Write(meta::format::Inode* in, uint64_t in_voff, const void* buf, size_t n, uint64_t off,
                        Mode mode, bool mapped = false);
   // Sets the size (up: zeros; down: frees what is no longer needed).
-  Status Truncate(meta::format::Inode* in, uint64_t in_voff, uint64_t size, Mode mode);
+  Status Truncate(meta::format::Inode* in, uint64_t in_voff, uint64_t size, Mode mode, bool mapped = false);
   // fallocate(2) modes 0, FALLOC_FL_KEEP_SIZE, PUNCH_HOLE|KEEP_SIZE, ZERO_RANGE.
-  Status Fallocate(meta::format::Inode* in, uint64_t in_voff, int fmode, uint64_t off, uint64_t len, Mode mode);
+  Status Fallocate(meta::format::Inode* in, uint64_t in_voff, int fmode, uint64_t off, uint64_t len, Mode mode,
+                   bool mapped = false);
+  // For a shared memory map of the pool file: backs [off, off+len) of the
+  // file (page aligned; grows the partition, never the size) and returns
+  // the pool runs behind it in file order. The caller must treat the file
+  // as mapped from now on (every call above with mapped = true), so that
+  // these pool pages stay the file's.
+  Status MapPool(meta::format::Inode* in, uint64_t in_voff, uint64_t off, uint64_t len, std::vector<PoolRun>* runs);
   // Makes the file's data and attributes durable. `mapped`: the file may
   // have been written through a pointer, so its cache lines are written back.
   void Sync(const meta::format::Inode* in, bool mapped);
@@ -86,7 +104,7 @@ class FileData {
   // exist: a file level below the top, aligned to its size, inside the
   // region (damage must fail a call, never send a copy outside the region).
   Status CheckPart(const meta::format::Inode* in) const;
-  Status Grow(meta::format::Inode* in, uint64_t in_voff, uint64_t need);
+  Status Grow(meta::format::Inode* in, uint64_t in_voff, uint64_t need, bool mapped);
   // Moves the file to a partition of `level` (smaller), keeping `keep` bytes.
   Status Shrink(meta::format::Inode* in, uint64_t in_voff, int level, uint64_t keep);
   struct Patch {

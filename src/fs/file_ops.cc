@@ -130,7 +130,7 @@ Status FileSystem::Close(OpenFile& f) {
   // Posix mode promises durability at fsync *or close*: writes left their
   // data and size unfenced (found by the crash-state checker).
   if (f.mode == file::Mode::kPosix && (f.flags & O_ACCMODE) != O_RDONLY && !f.is_dir && in->mode != 0)
-    data_->Sync(in, f.mapped.load());
+    data_->Sync(in, f.mapped.load() || Mapped(ino));
   if (left == 0 && in->mode != 0 && in->nlink == 0) {
     // Last close of an unlinked file.
     return KillInode(ino);
@@ -163,7 +163,7 @@ Result<size_t> FileSystem::Write(OpenFile& f, const void* buf, size_t n, int64_t
   // As Linux: O_APPEND appends even for pwrite.
   uint64_t at = (f.flags & O_APPEND) ? in->size : off < 0 ? f.offset : static_cast<uint64_t>(off);
   auto r = data_->Write(in, inodes_->VoffOf(f.ino), buf, n, at, mode >= 0 ? static_cast<file::Mode>(mode) : f.mode,
-                        shared_->mapped[f.ino].load(std::memory_order_relaxed) != 0);
+                        Mapped(f.ino));
   if (r.ok() && off < 0) f.offset = at + *r;
   return r;
 }
@@ -192,7 +192,7 @@ Result<uint64_t> FileSystem::Seek(OpenFile& f, int64_t off, int whence) {
 
 Status FileSystem::Fsync(OpenFile& f) {
   InodeLock l(locks_.get(), f.ino, false);
-  data_->Sync(Ino(f.ino), f.mapped.load());
+  data_->Sync(Ino(f.ino), f.mapped.load() || Mapped(f.ino));
   return Status::Ok();
 }
 
@@ -204,7 +204,8 @@ Status FileSystem::Ftruncate(OpenFile& f, int64_t size) {
   InodeLock l(locks_.get(), f.ino, true);
   mount_->vm().Sync();
   Inode* in = Ino(f.ino);
-  MAPFS_RETURN_IF_ERROR(data_->Truncate(in, inodes_->VoffOf(f.ino), static_cast<uint64_t>(size), f.mode));
+  MAPFS_RETURN_IF_ERROR(
+      data_->Truncate(in, inodes_->VoffOf(f.ino), static_cast<uint64_t>(size), f.mode, Mapped(f.ino)));
   int64_t now = file::NowNs();
   medium::Store64(reinterpret_cast<uint64_t*>(&in->mtime_ns), static_cast<uint64_t>(now));
   medium::Store64(reinterpret_cast<uint64_t*>(&in->ctime_ns), static_cast<uint64_t>(now));
@@ -234,7 +235,7 @@ Status FileSystem::Fallocate(OpenFile& f, int mode, int64_t off, int64_t len) {
   InodeLock l(locks_.get(), f.ino, true);
   mount_->vm().Sync();
   return data_->Fallocate(Ino(f.ino), inodes_->VoffOf(f.ino), mode, static_cast<uint64_t>(off),
-                          static_cast<uint64_t>(len), f.mode);
+                          static_cast<uint64_t>(len), f.mode, Mapped(f.ino));
 }
 
 namespace {
@@ -294,7 +295,8 @@ Result<char*> FileSystem::Map(OpenFile& f, uint64_t* cap) {
   Inode* in = Ino(f.ino);
   uint64_t size = in->size;
   if (size > 0 && data_->Capacity(in) < size)
-    MAPFS_RETURN_IF_ERROR(data_->Fallocate(in, inodes_->VoffOf(f.ino), FALLOC_FL_KEEP_SIZE, 0, size, f.mode));
+    MAPFS_RETURN_IF_ERROR(
+        data_->Fallocate(in, inodes_->VoffOf(f.ino), FALLOC_FL_KEEP_SIZE, 0, size, f.mode, Mapped(f.ino)));
   f.mapped = true;
   shared_->mapped[f.ino].store(1);
   *cap = data_->Capacity(in);
@@ -302,6 +304,21 @@ Result<char*> FileSystem::Map(OpenFile& f, uint64_t* cap) {
   if (p == nullptr) return Status::Error(ENODATA, "empty file has no data to map");
   return p;
 }
+
+Status FileSystem::MapPool(OpenFile& f, uint64_t off, uint64_t len, std::vector<file::PoolRun>* runs) {
+  if (f.is_dir) return Status::Error(EISDIR, "is a directory");
+  InodeLock l(locks_.get(), f.ino, true);
+  mount_->vm().Sync();
+  Inode* in = Ino(f.ino);
+  if (in == nullptr || in->mode == 0) return Status::Error(ESTALE, "file was removed");
+  // Marked before its pages are chosen, under the inode's lock that every
+  // change of its data takes: no process moves them from here on.
+  f.mapped = true;
+  shared_->mapped[f.ino].store(1);
+  return data_->MapPool(in, inodes_->VoffOf(f.ino), off, len, runs);
+}
+
+bool FileSystem::Mapped(uint64_t ino) const { return shared_->mapped[ino].load(std::memory_order_relaxed) != 0; }
 
 Status FileSystem::ReadDir(OpenFile& d, uint64_t cookie, const std::function<bool(const DirEntryOut&)>& fn) {
   if (!d.is_dir) return Status::Error(ENOTDIR, "not a directory");

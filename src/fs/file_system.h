@@ -127,7 +127,16 @@ class FileSystem {
   Status Fchown(OpenFile& f, uid_t uid, gid_t gid);
   Status Futimens(OpenFile& f, const struct timespec ts[2]);
   // Pointer to the file's bytes (zero-copy access); the file's capacity in *cap.
+  // The pointer is this process's view of the file's current partition: it
+  // goes stale when the file grows past its capacity.
   Result<char*> Map(OpenFile& f, uint64_t* cap);
+  // For a shared memory map of the pool file (mount().vm().pool()->fd(),
+  // mapped with its map_flags()): backs [off, off+len) of the file (page
+  // aligned; the size does not change) and returns the pool runs behind it
+  // in file order. From then on the file's data keeps those pool pages,
+  // whatever any process does to the file (file::FileData, `mapped`), so
+  // such maps stay coherent with every call and every other map.
+  Status MapPool(OpenFile& f, uint64_t off, uint64_t len, std::vector<file::PoolRun>* runs);
   // Entries after `cookie` (0 = start; "." and ".." come first); fn returns
   // false to stop.
   Status ReadDir(OpenFile& d, uint64_t cookie, const std::function<bool(const DirEntryOut&)>& fn);
@@ -207,6 +216,8 @@ class FileSystem {
   void CollectReferenced(std::vector<uint64_t>* refs);
   file::Mode ModeFor(int flags) const;
   Status CheckWritable(const OpenFile& f) const;
+  // The inode is mapped in some process (or was: the mark stays until it is freed).
+  bool Mapped(uint64_t ino) const;
 
   std::unique_ptr<mapfs::Mount> mount_;
   std::unique_ptr<meta::InodeTable> inodes_;

@@ -30,9 +30,11 @@ struct FsShared {
   // Open descriptions per inode across every process (unlink of an open
   // file keeps the inode until this drops to zero).
   std::atomic<uint32_t> open_count[format::kMaxInodes];
-  // 1 once a pointer to the inode's data was handed out (mapfs_mmap) in any
-  // process, until the inode is freed: strict writes then keep the data at
-  // its address.
+  // 1 once the inode's data was mapped in any process (a pointer handed
+  // out by mapfs_mmap, or a map of the pool file: FileSystem::MapPool),
+  // until the inode is freed: its data then keeps its pool pages
+  // (file::FileData, `mapped`). Sticky rather than counted, so a process
+  // that dies with a map leaves nothing to clean up.
   std::atomic<uint8_t> mapped[format::kMaxInodes];
 };
 static_assert(sizeof(FsShared) <= medium::kFsSharedBytes);

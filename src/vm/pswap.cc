@@ -29,7 +29,7 @@ using medium::Load64;
 using medium::LockId;
 using medium::PoolLock;
 
-Status Vm::Pswap(uint64_t a, uint64_t b, uint64_t npages, const medium::Tx* with) {
+Status Vm::Pswap(uint64_t a, uint64_t b, uint64_t npages, const medium::Tx* with, bool keep_pages) {
   if (npages == 0) return with ? pool_->redo().Commit(*with) : Status::Ok();
   if (!IsAligned(a, kPageSize) || !IsAligned(b, kPageSize))
     return Status::Error(EINVAL, "pswap: ranges must be page aligned");
@@ -38,7 +38,7 @@ Status Vm::Pswap(uint64_t a, uint64_t b, uint64_t npages, const medium::Tx* with
     return Status::Error(EINVAL, "pswap: range outside the region");
   if ((a < b ? b - a : a - b) < len) return Status::Error(EINVAL, "pswap: ranges overlap");
 
-  if (npages <= opt_.copy_swap_max_pages) {
+  if (npages <= opt_.copy_swap_max_pages && !keep_pages) {
     bool done = false;
     MAPFS_RETURN_IF_ERROR(PswapCopy(a, b, npages, with, &done));
     if (done) return Status::Ok();

@@ -115,8 +115,10 @@ class Vm {
   // single PMD / PUD entries. Durable on return; a crash leaves either the
   // old or the new mappings. The stores in `with` (if any) commit in the
   // same redo transaction: the file layer publishes a file's new partition
-  // or size atomically with the swap.
-  Status Pswap(uint64_t a, uint64_t b, uint64_t npages, const medium::Tx* with = nullptr);
+  // or size atomically with the swap. keep_pages: the pool pages must move
+  // with the mappings (memory maps of the pool file hold them), so small
+  // swaps are never done by exchanging the pages' contents.
+  Status Pswap(uint64_t a, uint64_t b, uint64_t npages, const medium::Tx* with = nullptr, bool keep_pages = false);
   // Drops mappings other processes have made stale. Cheap when none did.
   void Sync();
   // Drops this process's mappings of [voff, voff+len) (whole chunks); the
