@@ -1,16 +1,26 @@
-// Memory maps of mapfs files. A shared map is the file's own bytes: a
-// pointer into its contiguous range of the region (zero copy, and coherent
-// with write() by construction). A private map is a copy. munmap of a
-// pointer into the region only forgets it: the region belongs to mapfs.
+// Memory maps of mapfs files. A shared map is a map of the pool file itself,
+// at the pool pages that hold the file's bytes (FileSystem::MapPool): the
+// kernel's page cache of the pool is the one copy every process, every map
+// and every read/write shares, and the core keeps a mapped file's data in
+// those pages however the file changes. A private map is a copy.
+//
+// The shim keeps a table of its shared maps (start -> end, description,
+// file offset): munmap trims it, mremap remaps through the core, mprotect
+// checks the description's access, msync persists. An entry holds its
+// description, so a file stays alive while it is mapped, as in the kernel.
 #include <fcntl.h>
 #include <stdarg.h>
-#include <linux/falloc.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
+#include <map>
+#include <new>
+#include <vector>
 
 #include "medium/persist.h"
+#include "medium/pool.h"
 #include "preload/calls.h"
 #include "vm/vm.h"
 
@@ -24,9 +34,94 @@ bool InRegion(const void* p) {
   return f != nullptr && f->mount().vm().Contains(p);
 }
 
-void* MapMapfs(Desc& d, void* addr, size_t len, int prot, int flags, off_t off) {
-  long page = ::sysconf(_SC_PAGESIZE);
-  if (len == 0 || off < 0 || off % page != 0) {
+struct MapEntry {
+  uintptr_t end;
+  DescRef desc;
+  uint64_t off;  // file offset of the entry's start
+  int prot;
+};
+
+// Never destroyed: wrappers may run during exit.
+std::mutex* g_maps_mu = new std::mutex;
+std::map<uintptr_t, MapEntry>* g_maps = new std::map<uintptr_t, MapEntry>;
+std::atomic<size_t> g_map_count{0};  // entries; lets unrelated calls skip the lock
+
+uint64_t PageSize() { return static_cast<uint64_t>(::sysconf(_SC_PAGESIZE)); }
+uint64_t RoundUp(uint64_t v) { return (v + PageSize() - 1) / PageSize() * PageSize(); }
+
+// Forgets [a, b) in the table (needs g_maps_mu); descriptions whose last
+// entry went go to *drop, to be released without the lock.
+void ForgetLocked(uintptr_t a, uintptr_t b, std::vector<DescRef>* drop) {
+  auto it = g_maps->upper_bound(a);
+  if (it != g_maps->begin()) --it;
+  while (it != g_maps->end() && it->first < b) {
+    uintptr_t s = it->first;
+    MapEntry e = it->second;
+    if (e.end <= a) {
+      ++it;
+      continue;
+    }
+    it = g_maps->erase(it);
+    if (s < a) g_maps->emplace(s, MapEntry{a, e.desc, e.off, e.prot});
+    if (e.end > b) it = g_maps->emplace(b, MapEntry{e.end, e.desc, e.off + (b - s), e.prot}).first;
+    drop->push_back(std::move(e.desc));
+  }
+  g_map_count.store(g_maps->size());
+}
+
+// The entry holding [a, a+len) entirely, or end().
+std::map<uintptr_t, MapEntry>::iterator FindLocked(uintptr_t a, uint64_t len) {
+  auto it = g_maps->upper_bound(a);
+  if (it == g_maps->begin()) return g_maps->end();
+  --it;
+  return a + len <= it->second.end ? it : g_maps->end();
+}
+
+// Maps [off, off+len) of the file at `addr` (map_flags: MAP_FIXED and the
+// like, as the caller asked) from the pool file.
+void* MapShared(const DescRef& d, void* addr, size_t len, int prot, int map_flags, uint64_t off) {
+  uint64_t n = RoundUp(len);
+  std::vector<file::PoolRun> runs;
+  Status st = d->fsys->MapPool(*d->file, off, n, &runs);
+  if (!st.ok()) {
+    Fail(st.code() == EFBIG ? Status::Error(ENOMEM, st.message()) : st);
+    return MAP_FAILED;
+  }
+  medium::Pool* pool = d->fsys->mount().vm().pool();
+  int keep = map_flags & (MAP_FIXED | MAP_FIXED_NOREPLACE);
+  void* m = REAL(mmap)(addr, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | keep, -1, 0);
+  if (m == MAP_FAILED) return m;
+  if ((keep & MAP_FIXED_NOREPLACE) && m != addr) {  // a kernel older than 4.17 took it as a hint
+    REAL(munmap)(m, n);
+    errno = EEXIST;
+    return MAP_FAILED;
+  }
+  int pass = map_flags & (MAP_POPULATE | MAP_LOCKED | MAP_NONBLOCK);
+  char* p = static_cast<char*>(m);
+  for (const file::PoolRun& r : runs) {
+    void* q = REAL(mmap)(p, r.len, prot, pool->map_flags() | MAP_FIXED | pass, pool->fd(), static_cast<off_t>(r.pool_off));
+    if (q == MAP_FAILED) {
+      int e = errno;
+      REAL(munmap)(m, n);
+      errno = e;
+      return MAP_FAILED;
+    }
+    p += r.len;
+  }
+  std::vector<DescRef> drop;
+  {
+    std::lock_guard<std::mutex> g(*g_maps_mu);
+    auto a = reinterpret_cast<uintptr_t>(m);
+    ForgetLocked(a, a + n, &drop);  // MAP_FIXED over an earlier map
+    g_maps->emplace(a, MapEntry{a + n, d, off, prot});
+    g_map_count.store(g_maps->size());
+  }
+  return m;
+}
+
+void* MapMapfs(const DescRef& dr, void* addr, size_t len, int prot, int flags, off_t off) {
+  Desc& d = *dr;
+  if (len == 0 || off < 0 || static_cast<uint64_t>(off) % PageSize() != 0) {
     errno = EINVAL;
     return MAP_FAILED;
   }
@@ -52,34 +147,43 @@ void* MapMapfs(Desc& d, void* addr, size_t len, int prot, int flags, off_t off) 
     if (prot != (PROT_READ | PROT_WRITE)) ::mprotect(m, len, prot);
     return m;
   }
-  if (flags & MAP_FIXED) {
-    errno = EINVAL;  // the file's bytes have their own address
-    return MAP_FAILED;
+  return MapShared(dr, addr, len, prot, flags, static_cast<uint64_t>(off));
+}
+
+int UnmapMapfs(void* addr, size_t len) {
+  int r = REAL(munmap)(addr, len);
+  if (r != 0 || g_map_count.load() == 0) return r;
+  auto a = reinterpret_cast<uintptr_t>(addr);
+  std::vector<DescRef> drop;
+  {
+    std::lock_guard<std::mutex> g(*g_maps_mu);
+    ForgetLocked(a, a + RoundUp(len), &drop);
   }
-  uint64_t cap = 0;
-  auto p = d.fsys->Map(*d.file, &cap);
-  if (!p.ok()) {
-    Fail(p.status());
-    return MAP_FAILED;
-  }
-  uint64_t end = static_cast<uint64_t>(off) + len;
-  if (end > cap) {
-    // Reserve room without changing the size, as a map past the end needs.
-    Status st = d.fsys->Fallocate(*d.file, FALLOC_FL_KEEP_SIZE, 0, static_cast<int64_t>(end));
-    if (!st.ok()) {
-      Fail(st);
-      return MAP_FAILED;
-    }
-    p = d.fsys->Map(*d.file, &cap);
-    if (!p.ok() || end > cap) {
-      errno = ENOMEM;
-      return MAP_FAILED;
-    }
-  }
-  return *p + off;
+  return 0;  // drop closes descriptions no descriptor or map holds any more
 }
 
 }  // namespace
+
+std::vector<DescRef> MappedDescs() {
+  new (g_maps_mu) std::mutex;  // a thread of the parent may have held it at the fork
+  std::vector<DescRef> out;
+  for (auto& [s, e] : *g_maps) {
+    bool dup = false;
+    for (const DescRef& o : out) dup |= o.get() == e.desc.get();
+    if (!dup) out.push_back(e.desc);
+  }
+  return out;
+}
+
+void DropMaps() {
+  std::map<uintptr_t, MapEntry> all;
+  {
+    std::lock_guard<std::mutex> g(*g_maps_mu);
+    all.swap(*g_maps);
+    g_map_count.store(0);
+  }
+}
+
 }  // namespace mapfs::preload
 
 using namespace mapfs::preload;  // NOLINT: wrapper files only
@@ -88,28 +192,32 @@ using mapfs::Status;
 
 MAPFS_EXPORT void* mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
   if (!(flags & MAP_ANONYMOUS))
-    if (DescRef d = MapfsFd(fd)) return MapMapfs(*d, addr, len, prot, flags, off);
+    if (DescRef d = MapfsFd(fd)) return MapMapfs(d, addr, len, prot, flags, off);
   return REAL(mmap)(addr, len, prot, flags, fd, off);
 }
 MAPFS_EXPORT void* mmap64(void* addr, size_t len, int prot, int flags, int fd, off64_t off) {
   return mmap(addr, len, prot, flags, fd, off);
 }
 MAPFS_EXPORT int munmap(void* addr, size_t len) {
-  if (!in_core && InRegion(addr)) return 0;
-  return REAL(munmap)(addr, len);
+  if (in_core) return REAL(munmap)(addr, len);
+  if (InRegion(addr)) return 0;  // the region belongs to mapfs
+  return UnmapMapfs(addr, len);
 }
 MAPFS_EXPORT int msync(void* addr, size_t len, int flags) {
-  if (!in_core && InRegion(addr)) {
-    if ((flags & MS_SYNC) || (flags & MS_ASYNC)) mapfs::medium::Persist(addr, len);
-    return 0;
+  if (!in_core && InRegion(addr)) return 0;
+  if (!in_core && g_map_count.load() != 0 && (flags & (MS_SYNC | MS_ASYNC))) {
+    // Stores through a map of the pool are persisted as the core's are.
+    auto a = reinterpret_cast<uintptr_t>(addr);
+    bool ours = false;
+    {
+      std::lock_guard<std::mutex> g(*g_maps_mu);
+      ours = FindLocked(a, len) != g_maps->end();
+    }
+    if (ours) mapfs::medium::Persist(addr, len);
   }
   return REAL(msync)(addr, len, flags);
 }
 MAPFS_EXPORT void* mremap(void* old, size_t old_len, size_t new_len, int flags, ...) {
-  if (!in_core && InRegion(old)) {
-    errno = EINVAL;  // a file's map moves with the file, not on request
-    return MAP_FAILED;
-  }
   void* fixed = nullptr;
   if (flags & MREMAP_FIXED) {
     va_list ap;
@@ -117,10 +225,67 @@ MAPFS_EXPORT void* mremap(void* old, size_t old_len, size_t new_len, int flags, 
     fixed = va_arg(ap, void*);
     va_end(ap);
   }
-  return REAL(mremap)(old, old_len, new_len, flags, fixed);
+  if (!in_core && InRegion(old)) {
+    errno = EINVAL;  // the region belongs to mapfs
+    return MAP_FAILED;
+  }
+  if (in_core || g_map_count.load() == 0) return REAL(mremap)(old, old_len, new_len, flags, fixed);
+  auto a = reinterpret_cast<uintptr_t>(old);
+  DescRef d;
+  uint64_t off = 0;
+  int prot = 0;
+  {
+    std::lock_guard<std::mutex> g(*g_maps_mu);
+    auto it = FindLocked(a, old_len);
+    if (it != g_maps->end()) {
+      d = it->second.desc;
+      off = it->second.off + (a - it->first);
+      prot = it->second.prot;
+    }
+  }
+  if (!d) return REAL(mremap)(old, old_len, new_len, flags, fixed);
+  // A map of the file: the pages past the old end are the file's, not the
+  // pool's next ones, so a larger map is a new map of the file.
+  uint64_t o = RoundUp(old_len), n = RoundUp(new_len);
+  if (new_len == 0 || (flags & ~(MREMAP_MAYMOVE | MREMAP_FIXED)) || ((flags & MREMAP_FIXED) && !(flags & MREMAP_MAYMOVE)) ||
+      a % PageSize() != 0) {
+    errno = EINVAL;
+    return MAP_FAILED;
+  }
+  if (n <= o && !(flags & MREMAP_FIXED)) {
+    if (n < o && UnmapMapfs(static_cast<char*>(old) + n, o - n) != 0) return MAP_FAILED;
+    return old;
+  }
+  CoreScope cs;
+  void* m;
+  if (flags & MREMAP_FIXED) {
+    m = MapShared(d, fixed, new_len, prot, MAP_FIXED, off);
+  } else if (flags & MREMAP_MAYMOVE) {
+    m = MapShared(d, nullptr, new_len, prot, 0, off);
+  } else {
+    // Grow in place or not at all.
+    m = MapShared(d, static_cast<char*>(old) + o, n - o, prot, MAP_FIXED_NOREPLACE, off + o);
+    if (m == MAP_FAILED) {
+      if (errno == EEXIST) errno = ENOMEM;
+      return MAP_FAILED;
+    }
+    return old;
+  }
+  if (m == MAP_FAILED) return m;
+  UnmapMapfs(old, old_len);
+  return m;
 }
 MAPFS_EXPORT int mprotect(void* addr, size_t len, int prot) {
   if (!in_core && InRegion(addr)) return 0;  // the region's pages stay as mapfs set them
+  if (!in_core && g_map_count.load() != 0 && (prot & PROT_WRITE)) {
+    // A shared map of a description not open for writing stays read-only.
+    auto a = reinterpret_cast<uintptr_t>(addr), b = a + RoundUp(len);
+    std::lock_guard<std::mutex> g(*g_maps_mu);
+    auto it = g_maps->upper_bound(a);
+    if (it != g_maps->begin()) --it;
+    for (; it != g_maps->end() && it->first < b; ++it)
+      if (it->second.end > a && (it->second.desc->file->flags & O_ACCMODE) != O_RDWR) return FailErrno(EACCES);
+  }
   return REAL(mprotect)(addr, len, prot);
 }
 MAPFS_EXPORT int madvise(void* addr, size_t len, int advice) {

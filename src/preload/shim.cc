@@ -257,6 +257,7 @@ void Shim::Shutdown() {
         if (blk[i]) all.push_back(std::move(blk[i]));
     }
   }
+  DropMaps();
   all.clear();  // closes the descriptions this process holds
   CoreScope cs;
   (void)fs_->Unmount();
@@ -586,6 +587,15 @@ void Shim::AfterForkChild() {
       seen.push_back(blk[i].get());
       fs_->RetainOpen(*blk[i]->file);
     }
+  }
+  // Descriptions only a memory map holds are this process's too.
+  for (const DescRef& d : MappedDescs()) {
+    bool held = false;
+    for (int b = 0; b < kL1 && !held; b++) {
+      DescRef* blk = table_[b].load();
+      for (int i = 0; blk != nullptr && i < kL2 && !held; i++) held = blk[i].get() == d.get();
+    }
+    if (!held) fs_->RetainOpen(*d->file);
   }
 }
 

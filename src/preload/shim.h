@@ -23,6 +23,7 @@
 #include <shared_mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "fs/file_system.h"
 
@@ -169,6 +170,13 @@ bool IsInternal(int fd);
 int NextInternal(unsigned from, unsigned to);
 // Closes an internal descriptor (the shim's own close of one).
 int CloseInternal(int fd);
+
+// Shared maps of mapfs files (mmap_calls.cc). Each holds its description.
+// In the child of fork(), first thing: the descriptions the inherited maps
+// hold (each once).
+std::vector<DescRef> MappedDescs();
+// At exit: releases the descriptions the maps hold (the maps stay).
+void DropMaps();
 
 // Status -> -1/errno.
 int Fail(const Status& st);

@@ -63,6 +63,20 @@ UPDATE t SET name = 'wal-update' WHERE id % 13 = 0;
 PRAGMA wal_checkpoint(TRUNCATE);
 PRAGMA integrity_check;
 EOF
+# Thousands of transactions with no checkpoint: the wal-index (-shm) grows
+# past its first 32 KiB region while mapped (each region is mapped as the
+# index reaches it), and readers in other processes come and go meanwhile.
+{
+  echo "PRAGMA wal_autocheckpoint = 0;"
+  for i in $(seq 1 6000); do
+    echo "INSERT INTO k(v) VALUES ('row-$i');"
+    if [ $((i % 1500)) = 0 ]; then
+      echo ".shell sqlite3 -batch many.db \"SELECT 'reader at $i', count(*), max(id) FROM k; PRAGMA integrity_check;\""
+    fi
+  done
+  echo "SELECT 'writer', count(*), sum(id) FROM k;"
+  echo "PRAGMA integrity_check;"
+} >"$FIX/many.sql"
 
 NOHASH='-journal$'   # journals carry a random nonce
 on_both "sqlite rollback journal (DELETE, TRUNCATE, PERSIST)" '
@@ -83,6 +97,14 @@ ls
 # shared (mmapped) wal-index, before and after the writer commits.
 sqlite3 -batch wal.db <"$FIX/wal-writer.sql"
 sqlite3 -batch wal.db <"$FIX/check.sql"
+ls
+'
+
+on_both "sqlite WAL, thousands of transactions (the wal-index grows while mapped)" '
+sqlite3 -batch many.db "PRAGMA journal_mode = WAL; CREATE TABLE k(id INTEGER PRIMARY KEY, v TEXT);"
+sqlite3 -batch many.db <"$FIX/many.sql"
+sqlite3 -batch many.db "SELECT count(*), sum(id), max(v) FROM k; PRAGMA integrity_check; PRAGMA wal_checkpoint(TRUNCATE);"
+sqlite3 -batch many.db "SELECT count(*) FROM k; PRAGMA integrity_check;"
 ls
 '
 

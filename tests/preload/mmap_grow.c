@@ -1,0 +1,178 @@
+/* Shared maps of a mapfs file stay coherent while the file grows past its
+ * partition (moved by copy when small, by pswap past 2 MiB): through a map
+ * made before the growth, a write is seen by pread and by a new map, and a
+ * pwrite is seen through the map; mremap to a larger size maps the file's
+ * next bytes; the same across two processes (a child started by exec, with
+ * its own mount of the pool).
+ * Usage: mmap_grow DIR            (runs every case; DIR under the mount)
+ *        mmap_grow DIR child FILE (the second process; internal) */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define KIB 1024L
+#define MIB (1024L * KIB)
+#define CHECK(c, ...)                                           \
+  do {                                                          \
+    if (!(c)) {                                                 \
+      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);      \
+      fprintf(stderr, __VA_ARGS__);                             \
+      fprintf(stderr, " (errno %s)\n", strerror(errno));        \
+      exit(1);                                                  \
+    }                                                           \
+  } while (0)
+
+static char* map(int fd, long off, long len) {
+  char* p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off);
+  CHECK(p != MAP_FAILED, "mmap off %ld len %ld", off, len);
+  return p;
+}
+
+static void put(int fd, long off, const char* s) {
+  CHECK(pwrite(fd, s, strlen(s), off) == (ssize_t)strlen(s), "pwrite at %ld", off);
+}
+
+static void expect_pread(int fd, long off, const char* s) {
+  char buf[64] = {0};
+  size_t n = strlen(s);
+  CHECK(pread(fd, buf, n, off) == (ssize_t)n, "pread at %ld", off);
+  CHECK(memcmp(buf, s, n) == 0, "pread at %ld: '%.*s', want '%s'", off, (int)n, buf, s);
+}
+
+static void expect_mem(const char* p, const char* what, const char* s) {
+  CHECK(memcmp(p, s, strlen(s)) == 0, "%s: '%.*s', want '%s'", what, (int)strlen(s), p, s);
+}
+
+/* A 32 KiB file mapped, grown to `grow` bytes with pwrite, the range at
+ * `second` mapped: both maps, pread and pwrite agree, both ways. */
+static void one_process(const char* dir, const char* name, long grow, long second) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+  CHECK(fd >= 0, "open %s", path);
+  CHECK(ftruncate(fd, 32 * KIB) == 0, "ftruncate");
+  char* a = map(fd, 0, 32 * KIB);
+  memcpy(a + 100, "before-growth", 13);
+  put(fd, 32 * KIB - 20, "tail-pwrite");
+  put(fd, grow - 1, "x");  /* the partition move */
+  expect_pread(fd, 100, "before-growth");
+  expect_pread(fd, 32 * KIB - 20, "tail-pwrite");
+  /* old map -> pread, new maps */
+  memcpy(a + 200, "old-map-store", 13);
+  expect_pread(fd, 200, "old-map-store");
+  char* again = map(fd, 0, 32 * KIB);
+  expect_mem(again + 200, "new map of the first range", "old-map-store");
+  expect_mem(again + 100, "new map of the first range", "before-growth");
+  /* pwrite -> old map */
+  put(fd, 300, "pwrite-after");
+  expect_mem(a + 300, "old map after pwrite", "pwrite-after");
+  /* the second range */
+  char* b = map(fd, second, 32 * KIB);
+  memcpy(b + 10, "second-map", 10);
+  expect_pread(fd, second + 10, "second-map");
+  put(fd, second + 40, "second-pwrite");
+  expect_mem(b + 40, "second map after pwrite", "second-pwrite");
+  /* a map seeing another map */
+  memcpy(again + 400, "map-to-map", 10);
+  expect_mem(a + 400, "old map after a store through another", "map-to-map");
+  /* and once more across a second move, with both maps held */
+  put(fd, 2 * grow + 5 * MIB - 1, "y");
+  memcpy(a + 500, "old-again", 9);
+  memcpy(b + 500, "second-again", 12);
+  expect_pread(fd, 500, "old-again");
+  expect_pread(fd, second + 500, "second-again");
+  put(fd, 600, "pwrite-again");
+  expect_mem(a + 600, "old map after the second move", "pwrite-again");
+  expect_mem(again + 600, "new map after the second move", "pwrite-again");
+  CHECK(msync(a, 32 * KIB, MS_SYNC) == 0, "msync");
+  CHECK(munmap(a, 32 * KIB) == 0 && munmap(again, 32 * KIB) == 0 && munmap(b, 32 * KIB) == 0, "munmap");
+  expect_pread(fd, 200, "old-map-store");
+  close(fd);
+  printf("ok %s: grown to %ld, second map at %ld\n", name, grow, second);
+}
+
+/* The child: the parent has FILE (32 KiB) mapped and wrote through it. */
+static int child(const char* path) {
+  int fd = open(path, O_RDWR);
+  CHECK(fd >= 0, "child: open %s", path);
+  expect_pread(fd, 100, "parent-map");
+  put(fd, 64 * KIB - 1, "x");      /* moved by copy if it were not mapped */
+  put(fd, 3 * MIB - 1, "x");       /* past 2 MiB: pswap */
+  expect_pread(fd, 100, "parent-map");
+  put(fd, 200, "child-pwrite");
+  char* b = map(fd, 2 * MIB, 32 * KIB);
+  memcpy(b, "child-map", 9);
+  char* a = map(fd, 0, 32 * KIB);
+  expect_mem(a + 100, "child's map of the parent's range", "parent-map");
+  memcpy(a + 300, "child-store", 11);
+  return 0;
+}
+
+static void two_processes(const char* self, const char* dir) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/two", dir);
+  int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+  CHECK(fd >= 0, "open %s", path);
+  CHECK(ftruncate(fd, 32 * KIB) == 0, "ftruncate");
+  char* a = map(fd, 0, 32 * KIB);
+  memcpy(a + 100, "parent-map", 10);
+  pid_t pid = fork();
+  CHECK(pid >= 0, "fork");
+  if (pid == 0) {
+    execl(self, self, dir, "child", path, (char*)NULL);
+    _exit(127);
+  }
+  int status = 0;
+  CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child failed (status %d)", status);
+  expect_mem(a + 200, "parent's map after the child's pwrite", "child-pwrite");
+  expect_mem(a + 300, "parent's map after the child's store", "child-store");
+  expect_pread(fd, 2 * MIB, "child-map");
+  char* b = map(fd, 2 * MIB, 32 * KIB);
+  expect_mem(b, "parent's new map of the child's range", "child-map");
+  memcpy(a + 400, "parent-late", 11);
+  expect_pread(fd, 400, "parent-late");
+  close(fd);  /* the maps keep the file */
+  expect_mem(a + 400, "map after close", "parent-late");
+  printf("ok two processes\n");
+}
+
+/* mremap of a shared map to a larger size maps the file's next bytes (not
+ * whatever follows in the pool), and stays coherent. */
+static void remap(const char* dir) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/remap", dir);
+  int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+  CHECK(fd >= 0, "open %s", path);
+  CHECK(ftruncate(fd, 32 * KIB) == 0, "ftruncate");
+  char* a = map(fd, 0, 32 * KIB);
+  memcpy(a + 10, "first", 5);
+  put(fd, 3 * MIB - 1, "x");
+  put(fd, 40 * KIB, "next-bytes");
+  char* b = mremap(a, 32 * KIB, 64 * KIB, MREMAP_MAYMOVE);
+  CHECK(b != MAP_FAILED, "mremap");
+  expect_mem(b + 10, "remapped first range", "first");
+  expect_mem(b + 40 * KIB, "remapped grown range", "next-bytes");
+  memcpy(b + 50 * KIB, "through-remap", 13);
+  expect_pread(fd, 50 * KIB, "through-remap");
+  CHECK(munmap(b, 64 * KIB) == 0, "munmap");
+  close(fd);
+  printf("ok mremap\n");
+}
+
+int main(int argc, char** argv) {
+  if (argc == 4 && strcmp(argv[2], "child") == 0) return child(argv[3]);
+  CHECK(argc == 2, "usage: mmap_grow DIR");
+  one_process(argv[1], "small", 64 * KIB, 32 * KIB);      /* L1 -> L2: moved by copy unmapped */
+  one_process(argv[1], "large", 4 * MIB, 3 * MIB);         /* past 2 MiB: pswap */
+  one_process(argv[1], "huge", 40 * MIB, 33 * MIB);        /* L2 -> L5 in one step */
+  remap(argv[1]);
+  two_processes(argv[0], argv[1]);
+  return 0;
+}
