@@ -143,6 +143,35 @@ static void two_processes(const char* self, const char* dir) {
   printf("ok two processes\n");
 }
 
+/* A large overwrite (past the strict mode's log: written in place) and a
+ * truncation down and up again, with maps held: still one content. */
+static void overwrite_and_truncate(const char* dir) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/trunc", dir);
+  int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+  CHECK(fd >= 0, "open %s", path);
+  CHECK(ftruncate(fd, 4 * MIB) == 0, "ftruncate");
+  char* a = map(fd, 0, 1 * MIB);
+  char* b = map(fd, 3 * MIB, 32 * KIB);
+  static char big[512 * KIB];
+  memset(big, 'A', sizeof big);
+  CHECK(pwrite(fd, big, sizeof big, 4 * KIB) == (ssize_t)sizeof big, "large pwrite");
+  CHECK(a[4 * KIB] == 'A' && a[4 * KIB + sizeof big - 1] == 'A' && a[4 * KIB - 1] == 0, "map after a large pwrite");
+  memset(big, 'B', sizeof big);
+  CHECK(pwrite(fd, big, 256 * KIB, 3 * MIB - 128 * KIB) == 256 * KIB, "large pwrite across chunks");
+  CHECK(b[0] == 'B' && b[32 * KIB - 1] == 'B', "second map after a large pwrite");
+  CHECK(ftruncate(fd, 10000) == 0, "ftruncate down");
+  CHECK(a[9999] == 'A' && a[10000] == 0 && a[3 * 4096 - 1] == 0, "map of the last page after truncation");
+  CHECK(ftruncate(fd, 4 * MIB) == 0, "ftruncate up");
+  CHECK(a[20000] == 0 && b[5] == 0, "maps after truncation up");
+  put(fd, 3 * MIB + 5, "after-regrow");
+  expect_mem(b + 5, "second map after truncation and pwrite", "after-regrow");
+  memcpy(a + 20000, "map-after-regrow", 16);
+  expect_pread(fd, 20000, "map-after-regrow");
+  close(fd);
+  printf("ok overwrite and truncate\n");
+}
+
 /* mremap of a shared map to a larger size maps the file's next bytes (not
  * whatever follows in the pool), and stays coherent. */
 static void remap(const char* dir) {
@@ -172,6 +201,7 @@ int main(int argc, char** argv) {
   one_process(argv[1], "small", 64 * KIB, 32 * KIB);      /* L1 -> L2: moved by copy unmapped */
   one_process(argv[1], "large", 4 * MIB, 3 * MIB);         /* past 2 MiB: pswap */
   one_process(argv[1], "huge", 40 * MIB, 33 * MIB);        /* L2 -> L5 in one step */
+  overwrite_and_truncate(argv[1]);
   remap(argv[1]);
   two_processes(argv[0], argv[1]);
   return 0;

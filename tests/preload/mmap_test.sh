@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # Runs mmap_grow (shared maps of a file that grows past its partition, in
-# one process and across two) under `mapfs run` on a fresh pool, then fsck.
+# one process and across two) under `mapfs run` on a fresh pool in each
+# consistency mode, then fsck.
 set -euo pipefail
 mapfs=$1 test=$2
 pool=/dev/shm/mapfs-mmap-test-$$.pool
 trap 'rm -f "$pool"' EXIT
-"$mapfs" mkfs "$pool" --size 256M >/dev/null
-"$mapfs" run --pool "$pool" -- "$test" /mapfs
-"$mapfs" fsck "$pool"
+for mode in posix sync strict; do
+  echo "== $mode"
+  rm -f "$pool"
+  "$mapfs" mkfs "$pool" --size 256M >/dev/null
+  MAPFS_MODE=$mode "$mapfs" run --pool "$pool" -- "$test" /mapfs
+  "$mapfs" fsck "$pool"
+done
