@@ -72,9 +72,12 @@ class Dir {
 
   template <typename T>
   T* At(uint64_t voff) const { return reinterpret_cast<T*>(env_.vm->at(voff)); }
-  // A virtual offset that may name one of this directory's partitions.
+  // A virtual offset that may name one of this directory's partitions:
+  // every one was written whole at creation, so its page is backed (a
+  // damaged reference to an unbacked page must fail, not fault).
   bool Plausible(uint64_t voff) const {
-    return voff != 0 && voff % f::kPartSize == 0 && voff <= env_.vm->size() - f::kPartSize;
+    return voff != 0 && voff % f::kPartSize == 0 && voff <= env_.vm->size() - f::kPartSize &&
+           env_.vm->Backed(voff, f::kPartSize);
   }
   Status Damaged(uint64_t voff, const std::string& what) const;
 

@@ -49,7 +49,11 @@ Result<std::unique_ptr<InodeTable>> InodeTable::Open(medium::Pool* pool, vm::Vm*
     uint64_t v = s->seg[i];
     if (v == 0 || v % PartBytes(SegLevel(static_cast<int>(i))) != 0 || v >= vm->size())
       return Damaged(super, "segment " + std::to_string(i) + " pointer is invalid");
-    MAPFS_RETURN_IF_ERROR(vm->Map(v, PartBytes(SegLevel(static_cast<int>(i)))));
+    // Back every page now: inodes are touched directly, and a page the
+    // fault handler could not allocate later (a full or damaged pool) would
+    // kill the process instead of failing the mount.
+    Status st = vm->Populate(v, PartBytes(SegLevel(static_cast<int>(i))));
+    if (!st.ok()) return Damaged(super, "segment " + std::to_string(i) + " cannot be backed: " + st.message());
   }
   return t;
 }
