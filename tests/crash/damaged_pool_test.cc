@@ -15,7 +15,8 @@
 //   4. when the pool is (now) clean: fsck says clean again, and the pool is
 //      usable: put, cat (the bytes come back), rm, fsck clean.
 // Prints "damaged-pools: N images, ..." with the outcome counts per
-// structure. MAPFS_CRASH_FULL=1 damages many more copies.
+// structure. MAPFS_CRASH_FULL=1 damages many more copies; MAPFS_CRASH_VERBOSE=1
+// prints each image's outcome; MAPFS_CRASH_KEEP=DIR keeps the failing ones.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -414,6 +415,8 @@ TEST(crash_damaged, EveryStructure) {
         if (Verbose()) std::printf("%s -> %s\n", what.c_str(), verdict.c_str());
         if (!err.empty()) {
           violations++;
+          if (const char* keep = std::getenv("MAPFS_CRASH_KEEP"))  // a directory for the images that failed
+            WriteAllFile(std::string(keep) + "/damaged-" + std::to_string(violations) + ".pool", bad);
           ADD_FAILURE() << what << ": " << err;
           if (violations > 20) FAIL() << "too many";
         }
@@ -611,6 +614,50 @@ TEST(crash_damaged, DamagedSymlinkTargetFailsTheCall) {
     EXPECT_EQ(ReadEverything(pool.path()), "");
     RunResult ls = RunCli({"ls", "-l", pool.path(), "/"});
     EXPECT_EQ(Orderly(ls, "ls -l"), "");
+    DropSegment(bad);
+  }
+}
+
+// Regression (found by EveryStructure with MAPFS_CRASH_FULL): an inode
+// segment or a directory partition named by a well-formed reference to a
+// page nothing backs (a PPT entry lost, a pointer flipped) was touched, and
+// in a pool that could not allocate the page the fault killed fsck
+// (SIGSEGV). Segments are backed when the table opens (or the mount fails),
+// directory references to unbacked pages are damage.
+TEST(crash_damaged, UnbackedMetadataIsDamageNotAFault) {
+  if (::access(MAPFS_CLI, X_OK) != 0) GTEST_SKIP() << "no mapfs CLI at " << MAPFS_CLI;
+  FsPool pool(16ull << 20);
+  ASSERT_EQ(pool.error(), "");
+  const std::string good = MakeImage(pool.path());
+  ASSERT_FALSE(good.empty());
+  PoolImage pi(good);
+  const auto& h = pi.header();
+  const uint64_t region = uint64_t{1} << h.vspace_shift;
+  const uint64_t unbacked = region - (4u << 20);  // 2 MiB aligned, nothing there
+  ASSERT_EQ(pi.Translate(unbacked), UINT64_MAX);
+  uint64_t sp = pi.Translate(pi.SuperVoff());
+  ASSERT_NE(sp, UINT64_MAX);
+  std::vector<Range> roots, blocks, nodes;
+  pi.Directories(&roots, &blocks, &nodes);
+  ASSERT_FALSE(roots.empty());
+  struct Case {
+    const char* what;
+    uint64_t off, value;
+  };
+  const Case cases[] = {
+      {"inode segment 1 pointer", sp + offsetof(meta::format::Superblock, seg) + 8, unbacked},
+      {"directory top array child", roots[0].off + offsetof(dir::format::Root, top) + 8, unbacked},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    std::string bad = good;
+    std::memcpy(bad.data() + c.off, &c.value, 8);
+    std::memset(bad.data() + h.bitmap_off, 0xff, h.bitmap_bytes);  // no page can be allocated
+    ASSERT_TRUE(WriteAllFile(pool.path(), bad));
+    RunResult f = RunCli({"fsck", pool.path()});
+    EXPECT_EQ(Orderly(f, "fsck"), "");
+    EXPECT_EQ(f.code, 1) << f.out;
+    EXPECT_EQ(ReadEverything(pool.path()), "");
     DropSegment(bad);
   }
 }
