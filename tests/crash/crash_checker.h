@@ -55,7 +55,7 @@ class CrashChecker {
  private:
   // "" when the image in image_ is fine.
   std::string JudgeImage(const CrashPoint& p);
-  void Subsets(size_t m, std::vector<std::vector<bool>>* out);
+  void Subsets(size_t m, uint64_t point, std::vector<std::vector<bool>>* out);
   uint64_t LineHash(uint64_t line, const char* bytes) const;
 
   const CrashRecorder& rec_;
