@@ -230,6 +230,14 @@ Status InodeTable::Reconcile(std::vector<uint64_t>* orphans, uint64_t* fixed) {
   uint64_t nseg = segments();
   for (int seg = 0; seg < static_cast<int>(nseg); seg++) {
     if (SegVoff(seg) == 0) return Damaged(super_, "segment " + std::to_string(seg) + " missing");
+    // The bitmap's own slots are always in use (never handed out).
+    for (uint64_t slot = 0; slot < SegBitmapSlots(seg); slot++) {
+      auto* word = BitmapWord(seg, slot);
+      if (word->load() & (1ull << (slot % 64))) continue;
+      medium::Store64(reinterpret_cast<uint64_t*>(word), word->load() | (1ull << (slot % 64)));
+      medium::Persist(word, 8);
+      (*fixed)++;
+    }
     for (uint64_t slot = SegBitmapSlots(seg); slot < SegSlots(seg); slot++) {
       uint64_t ino = SegBase(seg) + slot;
       Inode* in = Get(ino);
@@ -254,6 +262,10 @@ Status InodeTable::Check(std::vector<std::string>* problems) {
       problems->push_back("inode segment " + std::to_string(seg) + " missing");
       continue;
     }
+    for (uint64_t slot = 0; slot < SegBitmapSlots(seg); slot++)
+      if (!(BitmapWord(seg, slot)->load() & (1ull << (slot % 64))))
+        problems->push_back("inode segment " + std::to_string(seg) + ": bitmap bit of its own slot " +
+                            std::to_string(slot) + " is clear");
     for (uint64_t slot = SegBitmapSlots(seg); slot < SegSlots(seg); slot++) {
       uint64_t ino = SegBase(seg) + slot;
       Inode* in = Get(ino);
