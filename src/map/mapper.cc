@@ -134,7 +134,7 @@ Result<std::unique_ptr<Mapper>> Mapper::Open(medium::Pool* pool, uint64_t area_o
     return Status::Error(EUCLEAN, std::string("mapping header: layout does not fit the area") + where);
   switch (opt.kind) {
     case Kind::kHashFs: return OpenHashFs(pool, area_off, h);
-    case Kind::kCuckoo:
+    case Kind::kCuckoo: return OpenCuckoo(pool, area_off, h);
     case Kind::kExtent:
     case Kind::kRadix: return Status::Error(ENOTSUP, std::string("mapping: design not built yet") + where);
   }

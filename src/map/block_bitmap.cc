@@ -1,0 +1,99 @@
+// BlockBitmap: allocation in a DRAM shadow, committed through the caller's
+// redo transaction (block_bitmap.h).
+#include "map/block_bitmap.h"
+
+#include <algorithm>
+
+#include "map/map_persist.h"
+#include "medium/redo_log.h"
+
+namespace mapfs::map {
+
+BlockBitmap::BlockBitmap(uint64_t* words, uint64_t pool_off, uint64_t nblocks)
+    : words_(words),
+      pool_off_(pool_off),
+      nblocks_(nblocks),
+      nwords_((nblocks + 63) / 64),
+      shadow_(nwords_, 0),
+      mark_(nwords_, 0) {}
+
+void BlockBitmap::Load() {
+  used_ = 0;
+  for (uint64_t w = 0; w < nwords_; w++) {
+    uint64_t v = Load64(&words_[w]);
+    if (w == nwords_ - 1 && nblocks_ % 64) v &= (uint64_t{1} << (nblocks_ % 64)) - 1;
+    shadow_[w] = v;
+    used_ += static_cast<uint64_t>(__builtin_popcountll(v));
+  }
+  touched_.clear();
+  std::fill(mark_.begin(), mark_.end(), 0);
+  used_before_ = used_;
+}
+
+bool BlockBitmap::UsedOnMedia(uint64_t blk) const { return (Load64(&words_[blk / 64]) >> (blk % 64)) & 1; }
+
+void BlockBitmap::Touch(uint64_t w) {
+  if (mark_[w]) return;
+  mark_[w] = 1;
+  touched_.emplace_back(w, shadow_[w]);
+}
+
+Result<std::pair<uint64_t, uint64_t>> BlockBitmap::Alloc(uint64_t want, uint64_t hint) {
+  if (want == 0) want = 1;
+  uint64_t start = nblocks_;
+  if (hint < nblocks_ && !Used(hint)) {
+    start = hint;
+  } else {
+    // Next fit by words: skip full words, then the first clear bit.
+    uint64_t w = rover_ / 64;
+    for (uint64_t i = 0; i <= nwords_; i++, w = (w + 1 == nwords_ ? 0 : w + 1)) {
+      uint64_t free_bits = ~shadow_[w];
+      if (w == nwords_ - 1 && nblocks_ % 64) free_bits &= (uint64_t{1} << (nblocks_ % 64)) - 1;
+      if (free_bits) {
+        start = w * 64 + static_cast<uint64_t>(__builtin_ctzll(free_bits));
+        break;
+      }
+    }
+    if (start >= nblocks_) return Status::Error(ENOSPC, "mapping: no free block");
+  }
+  uint64_t n = 0;
+  while (n < want && start + n < nblocks_ && !Used(start + n)) {
+    uint64_t b = start + n;
+    Touch(b / 64);
+    shadow_[b / 64] |= uint64_t{1} << (b % 64);
+    n++;
+  }
+  used_ += n;
+  rover_ = start + n < nblocks_ ? start + n : 0;
+  return std::make_pair(start, n);
+}
+
+void BlockBitmap::Free(uint64_t blk, uint64_t n) {
+  for (uint64_t b = blk; b < blk + n && b < nblocks_; b++) {
+    if (!Used(b)) continue;
+    Touch(b / 64);
+    shadow_[b / 64] &= ~(uint64_t{1} << (b % 64));
+    used_--;
+  }
+}
+
+void BlockBitmap::AddTo(medium::Tx* tx) const {
+  for (const auto& t : touched_) tx->Put64(pool_off_ + t.first * 8, shadow_[t.first]);
+}
+
+void BlockBitmap::Committed() {
+  for (const auto& t : touched_) mark_[t.first] = 0;
+  touched_.clear();
+  used_before_ = used_;
+}
+
+void BlockBitmap::Undo() {
+  for (auto it = touched_.rbegin(); it != touched_.rend(); ++it) {
+    shadow_[it->first] = it->second;
+    mark_[it->first] = 0;
+  }
+  touched_.clear();
+  used_ = used_before_;
+}
+
+}  // namespace mapfs::map
