@@ -15,7 +15,8 @@ BlockBitmap::BlockBitmap(uint64_t* words, uint64_t pool_off, uint64_t nblocks)
       nblocks_(nblocks),
       nwords_((nblocks + 63) / 64),
       shadow_(nwords_, 0),
-      mark_(nwords_, 0) {}
+      mark_(nwords_, 0),
+      high_(nwords_ ? nwords_ - 1 : 0) {}
 
 void BlockBitmap::Load() {
   used_ = 0;
@@ -66,6 +67,22 @@ Result<std::pair<uint64_t, uint64_t>> BlockBitmap::Alloc(uint64_t want, uint64_t
   used_ += n;
   rover_ = start + n < nblocks_ ? start + n : 0;
   return std::make_pair(start, n);
+}
+
+Result<std::pair<uint64_t, uint64_t>> BlockBitmap::AllocHigh() {
+  uint64_t w = high_ < nwords_ ? high_ : nwords_ - 1;
+  for (uint64_t i = 0; i < nwords_; i++, w = (w == 0 ? nwords_ - 1 : w - 1)) {
+    uint64_t free_bits = ~shadow_[w];
+    if (w == nwords_ - 1 && nblocks_ % 64) free_bits &= (uint64_t{1} << (nblocks_ % 64)) - 1;
+    if (!free_bits) continue;
+    uint64_t b = w * 64 + 63 - static_cast<uint64_t>(__builtin_clzll(free_bits));
+    Touch(w);
+    shadow_[w] |= uint64_t{1} << (b % 64);
+    used_++;
+    high_ = w;
+    return std::make_pair(b, uint64_t{1});
+  }
+  return Status::Error(ENOSPC, "mapping: no free block");
 }
 
 void BlockBitmap::Free(uint64_t blk, uint64_t n) {

@@ -38,6 +38,9 @@ class BlockBitmap {
   // free, else at the next free block found from a rotating position:
   // (first block, count >= 1). ENOSPC if no block is free.
   Result<std::pair<uint64_t, uint64_t>> Alloc(uint64_t want, uint64_t hint);
+  // One free block, the highest there is (tree nodes: kept apart from the
+  // data runs that Alloc hands out from the bottom). ENOSPC if none.
+  Result<std::pair<uint64_t, uint64_t>> AllocHigh();
   void Free(uint64_t blk, uint64_t n);
   // Puts the words changed in this step into `tx`.
   void AddTo(medium::Tx* tx) const;
@@ -65,6 +68,7 @@ class BlockBitmap {
   uint64_t used_ = 0;
   uint64_t used_before_ = 0;
   uint64_t rover_ = 0;  // where the next search without a usable hint starts
+  uint64_t high_ = 0;   // word where the next AllocHigh search starts (downwards)
 };
 
 }  // namespace mapfs::map

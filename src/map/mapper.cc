@@ -135,7 +135,7 @@ Result<std::unique_ptr<Mapper>> Mapper::Open(medium::Pool* pool, uint64_t area_o
   switch (opt.kind) {
     case Kind::kHashFs: return OpenHashFs(pool, area_off, h);
     case Kind::kCuckoo: return OpenCuckoo(pool, area_off, h);
-    case Kind::kExtent: return Status::Error(ENOTSUP, std::string("mapping: design not built yet") + where);
+    case Kind::kExtent: return OpenExtent(pool, area_off, h);
     case Kind::kRadix: return OpenRadix(pool, area_off, h);
   }
   return Status::Error(EUCLEAN, std::string("mapping header: unknown design") + where);

@@ -112,8 +112,8 @@ int RadixMapper::Lookup(Cursor* c, Ino ino, FileBlock fblk, Mapping* out) {
   return 0;
 }
 
-Result<uint64_t> RadixMapper::NewNode(uint64_t hint) {
-  auto r = bm_.Alloc(1, hint);
+Result<uint64_t> RadixMapper::NewNode(uint64_t) {
+  auto r = bm_.AllocHigh();  // nodes from the top, so data runs stay contiguous
   if (!r.ok()) return r.status();
   uint64_t blk = r->first;
   medium::ZeroNt(block_ptr(Block(blk)), format::kBlockSize);  // fenced in Commit

@@ -22,7 +22,7 @@ inline std::string Describe(const Status& s) { return s.ok() ? "OK" : s.ToString
 
 // The designs every parametrised suite runs over.
 inline const std::vector<Kind>& AllKinds() {
-  static const std::vector<Kind> k = {Kind::kHashFs, Kind::kCuckoo, Kind::kRadix};
+  static const std::vector<Kind> k = {Kind::kHashFs, Kind::kCuckoo, Kind::kExtent, Kind::kRadix};
   return k;
 }
 inline std::string KindName(const ::testing::TestParamInfo<Kind>& info) { return ToString(info.param); }
