@@ -20,6 +20,7 @@
 #include "concurrency_bench.h"
 #include "dir_bench.h"
 #include "fs_ops.h"
+#include "mapping_bench.h"
 #include "mapfs/mapfs.h"
 #include "pswap_bench.h"
 #include "ycsb_bench.h"
@@ -38,13 +39,15 @@ const char* const kUsage =
     "  rocksdb      [--ops KEYS]                       (db_bench, tmpfs/ext4 vs the shim)\n"
     "  sqlite       [--ops TRANSACTIONS] [--journal wal,rollback]  (TPC-C-like mix, tmpfs/ext4 vs the shim)\n"
     "  fio          [--ops IOS]                        (psync 4 KiB random 50 % read/write)\n"
+    "  mapping      [--size BYTES] [--layout-score S] [--util U]  (block mappers of src/map, HashFS §4.1)\n"
     "  all          every suite above, one JSON with all of them (--json)\n"
     "  plot RESULTS.json... --out DIR                  PNG charts (python3-matplotlib)\n"
     "  (micro and meta also measure mapfs through the LD_PRELOAD shim by running\n"
     "  themselves under `mapfs run`; --no-preload skips that. ext4 is measured\n"
     "  where a loop device can be mounted; MAPFS_BENCH_NO_EXT4=1 skips it.)\n";
 
-const char* const kSuites[] = {"micro", "meta", "dir", "pswap", "concurrency", "ycsb", "rocksdb", "sqlite", "fio"};
+const char* const kSuites[] = {"micro", "meta", "dir", "pswap", "concurrency", "ycsb", "rocksdb", "sqlite", "fio",
+                               "mapping"};
 
 bool Positive(const Parsed& p, const char* flag, uint64_t min, uint64_t* out) {
   if (!p.Has(flag)) return true;
@@ -147,7 +150,7 @@ int MicroOrMeta(const Parsed& p, const std::vector<std::string>& args, bench::Fs
 
 int Bench(const std::vector<std::string>& args) {
   Parsed p = Parse(args, {"--json", "--repeat", "--pool", "--max-pages", "--size", "--ops", "--mode", "--dir",
-                          "--records", "--threads", "--entries", "--out", "--journal", "--page"},
+                          "--records", "--threads", "--entries", "--out", "--journal", "--page", "--layout-score", "--util"},
                    {"--quick", "--no-preload", "--large"});
   std::string suite = p.pos.empty() ? "" : p.pos[0];
   bool known = suite == "all" || suite == "plot";
@@ -174,6 +177,25 @@ int Bench(const std::vector<std::string>& args) {
     o.repeat = static_cast<int>(repeat);
     if (!Positive(p, "--max-pages", 1, &o.max_pages)) return 2;
     return bench::RunPswapBench(o);
+  }
+  if (suite == "mapping") {
+    bench::MappingBenchOptions mo;
+    mo.dir = dir, mo.json = json, mo.quick = quick, mo.repeat = static_cast<int>(repeat);
+    if (p.Has("--size")) {
+      auto n = ParseSize(*p.Get("--size"));
+      if (!n.ok()) return std::fprintf(stderr, "mapfs bench: bad --size\n"), 2;
+      mo.size = *n;
+    }
+    char* end = nullptr;
+    if (p.Has("--layout-score")) {
+      mo.layout = std::strtod(p.Get("--layout-score")->c_str(), &end);
+      if (!end || *end) return std::fprintf(stderr, "mapfs bench: bad --layout-score\n"), 2;
+    }
+    if (p.Has("--util")) {
+      mo.util = std::strtod(p.Get("--util")->c_str(), &end);
+      if (!end || *end) return std::fprintf(stderr, "mapfs bench: bad --util\n"), 2;
+    }
+    return bench::RunMappingBench(mo);
   }
   if (suite == "ycsb") {
     bench::YcsbBenchOptions y;

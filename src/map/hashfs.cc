@@ -106,18 +106,23 @@ int HashFsMapper::Lookup(Cursor* c, Ino ino, FileBlock fblk, Mapping* out) {
   Refresh(c, ino);
   const Cursor::Translation& t = c->cache[fblk.v % Cursor::kCacheEntries];
   if (t.len && fblk.v >= t.fblk && fblk.v - t.fblk < t.len) {
+    c->last = fblk.v;
     *out = {true, Block(t.blk + (fblk.v - t.fblk)), t.len - (fblk.v - t.fblk)};
     return 0;
   }
-  // Miss: look up this block and the next ones in one batch, hashed
-  // together, their home slots prefetched so the probes overlap.
+  // Miss. Sequential access (the block after the last one looked up): look
+  // up this block and the next ones in one batch, hashed together, their
+  // home slots prefetched so the probes overlap, and cache them. Random
+  // access: this block only (a batch would probe 7 slots for nothing).
   constexpr uint32_t kAhead = Cursor::kCacheEntries;
-  uint32_t count = static_cast<uint32_t>(std::min<uint64_t>(kAhead, format::kMaxFileBlock - fblk.v));
+  const bool sequential = fblk.v == c->last + 1;
+  c->last = fblk.v;
+  uint32_t count = sequential ? static_cast<uint32_t>(std::min<uint64_t>(kAhead, format::kMaxFileBlock - fblk.v)) : 1;
   uint32_t homes[kAhead];
   const uint64_t key = MakeKey(ino, fblk.v);
   HashConsecutive(key, count, kSeedPrimary, n_, homes);
   for (uint32_t i = 0; i < count; i++) __builtin_prefetch(&slots_[homes[i]]);
-  int64_t found[kAhead];
+  int64_t found[kAhead] = {-1, -1, -1, -1, -1, -1, -1, -1};
   for (uint32_t i = 0; i < count; i++) {
     found[i] = Find(key + i, homes[i]);
     if (i == 0) t_lookup_probes = t_probes;

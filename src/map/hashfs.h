@@ -20,9 +20,11 @@
 //
 // The per-file DRAM translation cache (Cursor::cache, 8 entries indexed by
 // file block mod 8 so that 8 consecutive blocks never evict each other) is
-// filled by batched lookups: a miss hashes the next 8 file blocks at once
+// filled by batched lookups: a miss during sequential access (the block
+// after the last one looked up) hashes the next 8 file blocks at once
 // (AVX2/AVX-512, hash.h), prefetches their home slots, and caches what it
-// finds.
+// finds; a random miss looks up its own block only. LookupRange and Insert
+// always hash in batches of 16.
 #pragma once
 
 #include <atomic>

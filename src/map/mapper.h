@@ -80,6 +80,7 @@ struct Cursor {
   Ino ino = 0;
   uint64_t gen = 0;  // mapper generation when filled; stale if it differs
   Translation cache[kCacheEntries] = {};
+  uint64_t last = ~uint64_t{0};  // file block of the last lookup (sequential access detection)
   // Trees: the last leaf reached and the file blocks it may hold.
   uint64_t leaf = 0;  // block + 1, 0 = none
   uint64_t leaf_lo = 0;

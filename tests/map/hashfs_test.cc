@@ -122,12 +122,14 @@ TEST_F(HashFsTest, AFullTableWithoutEmptySlotsStillAnswers) {
   EXPECT_TRUE(m()->Check().ok());
 }
 
-TEST_F(HashFsTest, AMissFillsTheTranslationCacheWithTheNextBlocks) {
+TEST_F(HashFsTest, ASequentialMissFillsTheTranslationCacheWithTheNextBlocks) {
   Cursor c;
   ASSERT_TRUE(m()->Insert(&c, 5, FileBlock(0), 32).ok());
   Cursor reader;
   Mapping mp;
-  ASSERT_EQ(m()->Lookup(&reader, 5, FileBlock(8), &mp), 0);
+  ASSERT_EQ(m()->Lookup(&reader, 5, FileBlock(7), &mp), 0);  // a random access: its block only
+  EXPECT_EQ(reader.cache[8 % Cursor::kCacheEntries].len, 0u);
+  ASSERT_EQ(m()->Lookup(&reader, 5, FileBlock(8), &mp), 0);  // sequential: a batch
   for (uint64_t fb = 8; fb < 16; fb++) {
     const Cursor::Translation& t = reader.cache[fb % Cursor::kCacheEntries];
     EXPECT_EQ(t.fblk, fb) << "block " << fb << " was not prefetched";
