@@ -78,8 +78,9 @@ int64_t CuckooMapper::FindLive(uint64_t key, uint64_t* value) const {
       }
       if (found >= 0) break;
     }
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (seq_.load(std::memory_order_relaxed) == s0) return found;
+    // The entry words were read with acquire loads, so this re-read cannot
+    // move before them: an unchanged even count means no step ran meanwhile.
+    if (seq_.load(std::memory_order_acquire) == s0) return found;
   }
 }
 

@@ -19,8 +19,9 @@
 // Crash contract: every single-structure update is atomic across a crash
 // (an 8-byte compare-and-swap, or one redo-log transaction for updates that
 // span words, blocks or the bitmap). An Insert or Remove of many blocks is a
-// sequence of such steps: a crash may leave a prefix of it done, never a
-// block that is mapped and also free, nor one block mapped twice.
+// sequence of such steps: a crash may leave some of its blocks done (the
+// file layer publishes a size only after), never a block that is mapped and
+// also free, a block mapped twice, or a mapping it did not touch changed.
 //
 // Damage contract: no byte pattern in the area makes a call crash. Lookups
 // that meet impossible values return -EUCLEAN; Check() names the structure
