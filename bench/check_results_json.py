@@ -37,7 +37,7 @@ def check_suite(doc, where):
     fss = {r["fs"] for r in rows}
     if not fss & {"mapfs", "mapfs-preload"}:
         return f"{where}: no mapfs rows"
-    if doc["suite"] != "pswap" and "tmpfs" not in fss:
+    if doc["suite"] not in ("pswap", "mapping") and "tmpfs" not in fss:
         return f"{where}: no tmpfs baseline"
     return None
 
