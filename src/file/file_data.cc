@@ -26,7 +26,6 @@ using meta::format::PartWord;
 namespace {
 uint64_t PartBytes(int level) { return kPageSize << (3 * level); }
 uint64_t PagesFor(uint64_t bytes) { return (bytes + kPageSize - 1) / kPageSize; }
-constexpr uint64_t kDiscardMin = 64 * 1024;  // zero larger ranges by punching pages
 }  // namespace
 
 int64_t NowNs() {
@@ -80,30 +79,21 @@ Status FileData::Prepare(const Inode* in, uint64_t off, uint64_t n) {
   if (n == 0) return Status::Ok();
   uint64_t w = in->part;
   uint64_t v = PartVoff(w) + off;
-  return PartLevel(w) >= 3 ? vm_->Populate(v, n) : vm_->Map(v, n);
+  if (PartLevel(w) < 3) return vm_->Map(v, n);
+  // Fresh pages below the durable size are holes and must read as zero;
+  // from the size up they are past the end, which every size increase
+  // zeroes or writes before publishing it (zero on extend).
+  uint64_t base = PartVoff(w);
+  return vm_->Populate(v, n, vm::ZeroRange{base, base + medium::Load64(&in->size)});
 }
 
 Status FileData::Zero(const Inode* in, uint64_t from, uint64_t to) {
   if (from >= to || in->part == 0) return Status::Ok();
   to = std::min(to, Capacity(in));
   if (from >= to) return Status::Ok();
-  uint64_t base = PartVoff(in->part);
-  if (to - from < kDiscardMin) {
-    MAPFS_RETURN_IF_ERROR(Prepare(in, from, to - from));
-    medium::ZeroNt(vm_->at(base + from), to - from);
-    return Status::Ok();
-  }
-  uint64_t a = AlignUp(from, kPageSize), b = AlignDown(to, kPageSize);
-  if (a > from) {
-    MAPFS_RETURN_IF_ERROR(Prepare(in, from, a - from));
-    medium::ZeroNt(vm_->at(base + from), a - from);
-  }
-  if (to > b) {
-    MAPFS_RETURN_IF_ERROR(Prepare(in, b, to - b));
-    medium::ZeroNt(vm_->at(base + b), to - b);
-  }
-  // Whole pages: unbacked ones already read as zero.
-  return vm_->Discard(base + a, b - a);
+  // Backed bytes are zeroed in place; unbacked pages read as zero already
+  // and are zeroed when backed below the size (Prepare).
+  return vm_->Discard(PartVoff(in->part) + from, to - from);
 }
 
 void FileData::PublishSize(Inode* in, uint64_t size, Mode mode, bool data_fenced) {
@@ -131,7 +121,12 @@ Status FileData::MoveByCopy(Inode* in, uint64_t in_voff, int level, uint64_t kee
   uint64_t cap = PartBytes(level);
   uint64_t fill = std::min(keep, cap);
   if (patch) fill = std::max(fill, patch->off + patch->n);
-  Status st = fill == 0 ? Status::Ok() : level >= 3 ? vm_->Populate(*nv, fill) : vm_->Map(*nv, fill);
+  // Bytes the copy below does not cover must read as zero (a size set past
+  // the old partition); fresh pages past the new size need nothing.
+  uint64_t copied = old != 0 && keep > 0 ? std::min({keep, cap, PartBytes(PartLevel(old))}) : 0;
+  Status st = fill == 0    ? Status::Ok()
+              : level >= 3 ? vm_->Populate(*nv, fill, vm::ZeroRange{*nv + AlignDown(copied, kPageSize), *nv + new_size})
+                           : vm_->Map(*nv, fill);
   if (st.ok() && old != 0 && keep > 0) st = vm_->Map(PartVoff(old), std::min(keep, PartBytes(PartLevel(old))));
   if (!st.ok()) {
     (void)space_->Free(*nv);
@@ -272,7 +267,9 @@ Result<size_t> FileData::Write(Inode* in, uint64_t in_voff, const void* buf, siz
   }
   medium::CopyNt(vm_->at(PartVoff(in->part) + off), buf, n);
   bool fenced = false;
-  if (mode != Mode::kPosix) {
+  // Pages past the old end may hold a former file's bytes until written:
+  // the new size must not become durable before the data, in posix mode too.
+  if (mode != Mode::kPosix || end > size) {
     medium::Fence();
     fenced = true;
   }
@@ -335,7 +332,8 @@ Status FileData::StrictOverwrite(Inode* in, uint64_t in_voff, const void* buf, s
   auto st = space_->Alloc(level);
   if (!st.ok()) return st.status();
   uint64_t sv = *st + lead;
-  Status s = level >= 3 ? vm_->Populate(sv, span) : vm_->Map(sv, span);
+  // The staging pages are written whole below: no zeroing.
+  Status s = level >= 3 ? vm_->Populate(sv, span, vm::ZeroRange{0, 0}) : vm_->Map(sv, span);
   if (s.ok()) s = Prepare(in, p0, span);
   if (!s.ok()) {
     (void)space_->Free(*st);

@@ -13,12 +13,18 @@
 // the pool.
 //
 // Invariant (zero on extend): bytes past the file size are undefined on the
-// medium. Every operation that moves the size up zeroes the bytes it exposes
-// and does not write itself, before the new size is published. So neither a
-// truncation nor a crashed write needs to clean up past the end.
+// medium, backed or not: pool pages are reused without being zeroed
+// (resident medium, vm/page_alloc.h), so a page past the end may hold a
+// deleted file's bytes. Every operation that moves the size up zeroes the
+// bytes it exposes and does not write itself, and makes them durable before
+// the new size can be. So neither a truncation nor a crashed write needs to
+// clean up past the end, and an append of whole pages zeroes nothing.
+// Below the size, an unbacked page is a hole and reads as zero; backing it
+// zeroes it first (Prepare), so a crash never shows a former owner's bytes.
 //
 // Consistency modes (DESIGN.md): posix writes data with non-temporal stores
-// and publishes the size without waiting; sync fences data, then persists
+// and publishes the size without waiting (but never before the data when
+// the size grows: see the invariant above); sync fences data, then persists
 // the size; strict makes each write all-or-nothing: appends publish the size
 // after the data, overwrites of up to strict_log_max bytes go through the
 // redo log, larger ones are written to a staging partition and swapped in.

@@ -27,6 +27,11 @@ namespace {
 constexpr uint64_t kGiB = uint64_t{1} << 30;
 constexpr uint64_t kChunksPerGiB = kGiB / kChunkSize;
 constexpr size_t kStateBytes = kChunksPerGiB * sizeof(std::atomic<uint16_t>);
+#ifdef MADV_POPULATE_WRITE
+constexpr int MADV_POPULATE_WRITE_ = MADV_POPULATE_WRITE;
+#else
+constexpr int MADV_POPULATE_WRITE_ = 23;  // Linux 5.14; older kernels refuse it (EINVAL): best effort
+#endif
 }  // namespace
 
 // ---------------------------------------------------------------- open/close
@@ -97,11 +102,12 @@ uint64_t* Vm::Slot(uint64_t voff, int level, bool create, Status* err) {
     uint64_t v = Load64(e);
     if (!ppt::IsPresent(v)) {
       if (!create) return nullptr;
-      auto pg = pages_.AllocPage();  // free pages are zero: an empty table
+      auto pg = pages_.AllocPage();
       if (!pg.ok()) {
         if (err) *err = pg.status();
         return nullptr;
       }
+      pages_.ZeroFresh(*pg, kPageSize);  // an empty table before anything links it
       v = ppt::Table(*pg);
       Store64(e, v);
       Persist(e, 8);
@@ -421,11 +427,24 @@ bool Vm::Backed(uint64_t voff, uint64_t len) {
   return true;
 }
 
-Status Vm::Populate(uint64_t voff, uint64_t len) {
+Status Vm::Populate(uint64_t voff, uint64_t len, ZeroRange zero) {
   if (len == 0) return Status::Ok();
   if (voff >= size_ || len > size_ - voff) return Status::Error(EINVAL, "range outside the region");
   uint64_t end = voff + len;
   if (Backed(voff, len)) return Map(voff, len);
+  // Pages meeting `zero`, page aligned; a fresh page there is zeroed before
+  // its entry is durable, so a crash never shows a former owner's bytes.
+  uint64_t zlo = AlignDown(std::min(zero.lo, size_), kPageSize);
+  uint64_t zhi = zero.hi >= size_ ? size_ : AlignUp(zero.hi, kPageSize);
+  auto zero_fresh = [&](uint64_t v, uint64_t pool_off, uint64_t n) {
+    uint64_t a = std::max(v, zlo), b = std::min(v + n, zhi);
+    if (a >= b) return;
+    char* p = pool_->base() + pool_off + (a - v);
+    // One call backs the pool view's pages instead of a fault per page.
+    if (b - a > kPageSize) ::madvise(p, b - a, MADV_POPULATE_WRITE_);
+    pages_.Discard(pool_off + (a - v), b - a);
+  };
+  uint64_t fresh_lo = UINT64_MAX, fresh_hi = 0;  // fresh whole chunks
   {
     PoolLock lock(pool_, LockId::kPpt);
     for (uint64_t c = voff / kChunkSize; c <= (end - 1) / kChunkSize; c++) {
@@ -437,8 +456,11 @@ Status Vm::Populate(uint64_t voff, uint64_t len) {
       if (!ppt::IsPresent(e)) {
         auto ch = pages_.AllocChunk();
         if (!ch.ok()) return ch.status();
+        zero_fresh(cv, *ch, kChunkSize);
         Store64(pmd, ppt::Leaf(*ch));
         Persist(pmd, 8);
+        fresh_lo = std::min(fresh_lo, cv);
+        fresh_hi = cv + kChunkSize;
       } else if (!EntryValid(e, 1)) {
         return Damaged(cv);
       } else if (ppt::IsTable(e)) {
@@ -450,6 +472,7 @@ Status Vm::Populate(uint64_t voff, uint64_t len) {
           if (ppt::IsPresent(Load64(pte))) continue;
           auto pg = pages_.AllocPage();
           if (!pg.ok()) return pg.status();
+          zero_fresh(p, *pg, kPageSize);
           Store64(pte, ppt::Leaf(*pg));
           Persist(pte, 8);
           changed = true;
@@ -459,15 +482,16 @@ Status Vm::Populate(uint64_t voff, uint64_t len) {
       }
     }
   }
-  return Map(voff, len);
+  MAPFS_RETURN_IF_ERROR(Map(voff, len));
+  // A fresh chunk is mapped and populated in one run: its page-table
+  // entries are made now, not by one fault per page at first touch.
+  if (fresh_lo < fresh_hi) ::madvise(base_ + fresh_lo, fresh_hi - fresh_lo, MADV_POPULATE_WRITE_);
+  return Status::Ok();
 }
 
 void Vm::Prefault(uint64_t voff, uint64_t len) {
-#ifndef MADV_POPULATE_WRITE
-  constexpr int MADV_POPULATE_WRITE = 23;  // Linux 5.14
-#endif
   if (len == 0 || !Backed(voff, len) || !Map(voff, len).ok()) return;
-  ::madvise(base_ + voff, len, MADV_POPULATE_WRITE);
+  ::madvise(base_ + voff, len, MADV_POPULATE_WRITE_);
 }
 
 Status Vm::Unmap(uint64_t voff, uint64_t len) {

@@ -57,6 +57,18 @@ struct VmOptions {
   uint64_t copy_swap_max_pages = kAuto;
 };
 
+// Which pages Vm::Populate must zero when it backs them. Free pool pages
+// keep their last owner's bytes (PageAllocator: resident medium), so a page
+// Populate backs is zeroed, durably and before the entry that backs it, if
+// it meets [lo, hi) (virtual offsets); the others keep what they held. A
+// caller narrows the range only to pages no reader can see before it
+// writes them: past a file's durable end (the file layer's zero on
+// extend), or a staging range it overwrites whole.
+struct ZeroRange {
+  uint64_t lo = 0;
+  uint64_t hi = UINT64_MAX;
+};
+
 struct VmStats {
   uint64_t used_pages = 0;       // pool pages in use (including metadata)
   uint64_t total_pages = 0;
@@ -95,8 +107,11 @@ class Vm {
   PageAllocator& pages() { return pages_; }
 
   // Backs every page of [voff, voff+len) with pool pages (allocating whole
-  // chunks where nothing is mapped yet) and maps them in this process.
-  Status Populate(uint64_t voff, uint64_t len);
+  // chunks where nothing is mapped yet) and maps them in this process;
+  // fresh pages are zeroed where they meet `zero` (see ZeroRange), and a
+  // fresh chunk is populated in this process at once (one madvise, not a
+  // fault per page).
+  Status Populate(uint64_t voff, uint64_t len, ZeroRange zero = {});
   // True when every page of [voff, voff+len) is backed (no lock taken).
   bool Backed(uint64_t voff, uint64_t len);
   // Maps in this process whatever of [voff, voff+len) the PPT maps; pages
@@ -104,7 +119,9 @@ class Vm {
   Status Map(uint64_t voff, uint64_t len);
   // Frees the pool pages behind [voff, voff+len) (page aligned).
   Status Unmap(uint64_t voff, uint64_t len);
-  // Makes [voff, voff+len) read as zero; pages stay allocated.
+  // Makes [voff, voff+len) read as zero: backed bytes are zeroed in place
+  // (non-temporal stores, durable on return), unbacked pages already read
+  // as zero; nothing is freed or unmapped.
   Status Discard(uint64_t voff, uint64_t len);
   // Best effort: takes the page faults of the backed range [voff, voff+len)
   // now, in one call, instead of one by one at first touch.

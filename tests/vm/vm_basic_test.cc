@@ -3,6 +3,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 #include "mount/mount.h"
 #include "test_util.h"
@@ -84,11 +85,37 @@ TEST_F(VmBasic, DiscardZeroesButKeepsBacking) {
   FillPage(vm(), kPageSize, 2);
   FillPage(vm(), 1 * MiB, 3);
   ASSERT_TRUE(vm().Discard(0, kPageSize).ok());      // small: zeroed in place
-  ASSERT_TRUE(vm().Discard(512 * KiB, 1 * MiB).ok());  // large: hole punched
+  ASSERT_TRUE(vm().Discard(512 * KiB, 1 * MiB).ok());  // large: zeroed in place too (resident)
   EXPECT_TRUE(testing::PageIsZero(vm(), 0));
   EXPECT_EQ(PageTag(vm(), kPageSize), 2u);
   EXPECT_TRUE(testing::PageIsZero(vm(), 1 * MiB));
   EXPECT_TRUE(vm().Translate(1 * MiB).ok());
+}
+
+uint64_t PoolBytesResident(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_blocks) * 512 : 0;
+}
+
+// Resident medium: freeing keeps the pool's memory (reuse costs no kernel
+// allocation, zeroing or fault); only Trim gives free pages back, and
+// never a page in use.
+TEST_F(VmBasic, FreedPagesStayResidentUntilTrim) {
+  ASSERT_TRUE(vm().Populate(0, 6 * MiB).ok());
+  for (uint64_t p = 0; p < 6 * MiB; p += kPageSize) FillPage(vm(), p, 100 + p / kPageSize);
+  uint64_t before = PoolBytesResident(pool_.path());
+  ASSERT_TRUE(vm().Unmap(0, 4 * MiB).ok());
+  EXPECT_EQ(PoolBytesResident(pool_.path()), before);
+  auto trimmed = vm().pages().Trim();
+  ASSERT_TRUE(trimmed.ok()) << trimmed.status().ToString();
+  EXPECT_GE(*trimmed, 4 * MiB);
+  EXPECT_LE(PoolBytesResident(pool_.path()) + 4 * MiB, before);
+  for (uint64_t p = 4 * MiB; p < 6 * MiB; p += kPageSize) ASSERT_EQ(PageTag(vm(), p), 100 + p / kPageSize) << p;
+  EXPECT_EQ(vm().Stats().used_pages, baseline_ + 2 + kPagesPerChunk);  // tables + the chunk still in use
+  EXPECT_TRUE(vm().Check(true).ok());
+  // Reused pages read as zero.
+  ASSERT_TRUE(vm().Populate(0, 4 * MiB).ok());
+  for (uint64_t p = 0; p < 4 * MiB; p += kPageSize) ASSERT_TRUE(testing::PageIsZero(vm(), p)) << p;
 }
 
 TEST_F(VmBasic, TouchFaultsInAPage) {
