@@ -106,6 +106,16 @@ std::string TmpfsHugeOption(const std::string& path) {
   return best_opts.substr(pos + 5, end == std::string::npos ? std::string::npos : end - pos - 5);
 }
 
+// The selected value of /sys/kernel/mm/transparent_hugepage/shmem_enabled
+// ("never", "force", ...), or "" when unknown.
+std::string ShmemEnabled() {
+  std::ifstream f("/sys/kernel/mm/transparent_hugepage/shmem_enabled");
+  std::string line;
+  std::getline(f, line);
+  size_t a = line.find('['), b = line.find(']');
+  return a == std::string::npos || b == std::string::npos || b < a ? "" : line.substr(a + 1, b - a - 1);
+}
+
 struct FileInfo {
   uint64_t size = 0;
   bool is_device = false;
@@ -208,10 +218,16 @@ Status Pool::Create(const std::string& path, const CreateOptions& opt) {
       return Status::Error(ENOSPC, path + ": device holds only " + FormatSize(fi->size));
     }
   } else {
-    // Truncating to zero first makes every page read as zero: the allocator
-    // relies on free pages being zero.
+    // Truncating to zero first makes every page read as zero (the metadata
+    // area relies on it; data pages are zeroed when used, vm/page_alloc.h).
     if (::ftruncate(fd, 0) != 0 || ::ftruncate(fd, static_cast<off_t>(size)) != 0) {
       Status st = Status::FromErrno("cannot size pool " + path);
+      ::close(fd);
+      return st;
+    }
+    if (opt.reserve && ::fallocate(fd, 0, 0, static_cast<off_t>(size)) != 0) {
+      Status st = Status::FromErrno("cannot reserve " + FormatSize(size) + " for pool " + path);
+      (void)::ftruncate(fd, 0);
       ::close(fd);
       return st;
     }
@@ -345,9 +361,20 @@ Status Pool::OpenImpl(const std::string& path) {
   fs_kind_ = fi->is_device ? "devdax" : fi->tmpfs ? "tmpfs" : "file";
   if (fi->is_device) {
     huge_pages_ = true;
+    huge_reason_ = "device";
   } else if (fi->tmpfs) {
-    std::string huge = TmpfsHugeOption(path);
+    // A tmpfs file gets huge pages from its mount's huge= option (advise:
+    // with MADV_HUGEPAGE, which mapfs gives); shmem_enabled=force and deny
+    // override every mount.
+    std::string huge = TmpfsHugeOption(path), shmem = ShmemEnabled();
     huge_pages_ = huge == "always" || huge == "within_size" || huge == "advise";
+    huge_reason_ = "tmpfs huge=" + huge;
+    if (shmem == "force" || shmem == "deny") {
+      huge_pages_ = shmem == "force";
+      huge_reason_ = "shmem_enabled=" + shmem;
+    }
+  } else {
+    huge_reason_ = "not tmpfs or a device";
   }
   if (header().page_shift == 21 && huge_pages_) ::madvise(base_, mapped_, MADV_HUGEPAGE);
 

@@ -39,6 +39,9 @@ struct CreateOptions {
   uint32_t top_level = 0;        // 0 = derive from the size
   uint32_t redo_slots = 16;
   uint32_t redo_slot_size = 128 * 1024;
+  // Allocate the whole file's memory now (fallocate) instead of 2 MiB at a
+  // time as chunks are first used; ignored for a DAX device.
+  bool reserve = false;
 };
 
 class Pool;
@@ -97,6 +100,8 @@ class Pool {
   const std::string& path() const { return path_; }
   bool map_sync() const { return map_sync_; }     // mapped with MAP_SYNC (DAX)
   bool huge_pages() const { return huge_pages_; } // the file system gives 2 MiB pages
+  // Why (or why not): "tmpfs huge=always", "shmem_enabled=force", ...
+  const std::string& huge_reason() const { return huge_reason_; }
   const char* fs_kind() const { return fs_kind_; }
   bool exclusive_open() const { return exclusive_; }
   bool needs_recovery() const { return needs_recovery_; }
@@ -135,6 +140,7 @@ class Pool {
   ino_t shm_ino_ = 0;  // identifies the segment we mapped (AfterFork)
   bool map_sync_ = false;
   bool huge_pages_ = false;
+  std::string huge_reason_;
   const char* fs_kind_ = "file";
   bool exclusive_ = false;
   bool needs_recovery_ = false;

@@ -14,6 +14,20 @@ grep -q "page size       2 MiB" <<<"$out" || fail "info page: $out"
 grep -q "default mode    strict" <<<"$out" || fail "info mode: $out"
 "$MAPFS" fsck "$dir/p" | grep -q clean || fail "fsck of a fresh pool"
 
+# Resident medium: mkfs says what the pool costs; --reserve takes it all now;
+# deleting keeps the pages, trim gives the free ones back and keeps files.
+out=$("$MAPFS" mkfs "$dir/r" --size 64M --reserve) || fail "mkfs --reserve"
+grep -q "^memory: 64.0 MiB, all taken now" <<<"$out" || fail "mkfs memory line: $out"
+grep -q "^pages: 4 KiB" <<<"$out" || fail "mkfs pages line: $out"
+blocks() { echo $(( $(stat -c %b "$1") * 512 )); }
+[ "$(blocks "$dir/r")" -ge $((64 << 20)) ] || fail "--reserve did not allocate the pool"
+head -c 3000000 /dev/urandom >"$dir/data"
+"$MAPFS" put "$dir/r" "$dir/data" /keep && "$MAPFS" put "$dir/r" "$dir/data" /gone && "$MAPFS" rm "$dir/r" /gone || fail "put/rm"
+"$MAPFS" trim "$dir/r" | grep -q "^trimmed" || fail "trim"
+[ "$(blocks "$dir/r")" -lt $((32 << 20)) ] || fail "trim gave nothing back: $(blocks "$dir/r")"
+"$MAPFS" get "$dir/r" /keep "$dir/back" && cmp -s "$dir/data" "$dir/back" || fail "a file changed across trim"
+"$MAPFS" fsck "$dir/r" | grep -q clean || fail "fsck after trim"
+
 # Refusals: exit status 1 or 2 and a message naming the problem.
 "$MAPFS" mkfs "$dir/q" --size 1M 2>"$dir/err" && fail "tiny pool accepted"
 grep -q "at least" "$dir/err" || fail "tiny pool message: $(cat "$dir/err")"
