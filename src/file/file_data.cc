@@ -87,6 +87,34 @@ Status FileData::Prepare(const Inode* in, uint64_t off, uint64_t n) {
   return vm_->Populate(v, n, vm::ZeroRange{base, base + medium::Load64(&in->size)});
 }
 
+void FileData::CopyIn(uint64_t voff, const void* buf, size_t n) {
+  const char* src = static_cast<const char*>(buf);
+  while (n > 0) {
+    uint64_t run = 0;
+    char* dst = vm_->PoolRun(voff, n, &run);
+    if (dst == nullptr) {  // not backed: the region faults it in
+      medium::CopyNt(vm_->at(voff), src, n);
+      return;
+    }
+    medium::CopyNt(dst, src, run);
+    voff += run, src += run, n -= run;
+  }
+}
+
+void FileData::CopyOut(void* buf, uint64_t voff, size_t n) {
+  char* dst = static_cast<char*>(buf);
+  while (n > 0) {
+    uint64_t run = 0;
+    const char* src = vm_->PoolRun(voff, n, &run);
+    if (src == nullptr) {
+      std::memcpy(dst, vm_->at(voff), n);
+      return;
+    }
+    std::memcpy(dst, src, run);
+    voff += run, dst += run, n -= run;
+  }
+}
+
 Status FileData::Zero(const Inode* in, uint64_t from, uint64_t to) {
   if (from >= to || in->part == 0) return Status::Ok();
   to = std::min(to, Capacity(in));
@@ -222,8 +250,7 @@ Result<size_t> FileData::Read(const Inode* in, void* buf, size_t n, uint64_t off
   uint64_t cap = PartBytes(PartLevel(w));
   uint64_t in_part = off < cap ? std::min<uint64_t>(n, cap - off) : 0;
   if (PartLevel(w) < 3 && vm_->Backed(base + off, in_part)) {
-    MAPFS_RETURN_IF_ERROR(vm_->Map(base + off, in_part));
-    std::memcpy(dst, vm_->at(base + off), in_part);
+    CopyOut(dst, base + off, in_part);
   } else {
     // Files may have holes: copy backed runs, zero the rest, so that reading
     // a hole does not allocate it (nor fault, where it cannot be allocated:
@@ -233,8 +260,7 @@ Result<size_t> FileData::Read(const Inode* in, void* buf, size_t n, uint64_t off
       uint64_t stop = std::min(end, AlignDown(p, kChunkSize) + kChunkSize);
       if (!vm_->Backed(base + p, stop - p)) stop = std::min(end, AlignDown(p, kPageSize) + kPageSize);
       if (vm_->Backed(base + p, stop - p)) {
-        MAPFS_RETURN_IF_ERROR(vm_->Map(base + p, stop - p));
-        std::memcpy(dst + (p - off), vm_->at(base + p), stop - p);
+        CopyOut(dst + (p - off), base + p, stop - p);
       } else {
         std::memset(dst + (p - off), 0, stop - p);
       }
@@ -258,14 +284,7 @@ Result<size_t> FileData::Write(Inode* in, uint64_t in_voff, const void* buf, siz
   }
   MAPFS_RETURN_IF_ERROR(Prepare(in, off, n));
   if (off > size) MAPFS_RETURN_IF_ERROR(Zero(in, size, off));
-  if (end > size && PartLevel(in->part) >= 3) {
-    // Growing into a 2 MiB chunk of its own for the first time: take the
-    // chunk's page faults at once (appends would take one per page).
-    uint64_t c = AlignDown(end - 1, kChunkSize);
-    if (size == 0 || AlignDown(size - 1, kChunkSize) != c)
-      vm_->Prefault(PartVoff(in->part) + c, std::min(kChunkSize, Capacity(in) - c));
-  }
-  medium::CopyNt(vm_->at(PartVoff(in->part) + off), buf, n);
+  CopyIn(PartVoff(in->part) + off, buf, n);
   bool fenced = false;
   // Pages past the old end may hold a former file's bytes until written:
   // the new size must not become durable before the data, in posix mode too.

@@ -116,7 +116,16 @@ void PageAllocator::Discard(uint64_t off, uint64_t len) {
 
 void PageAllocator::ZeroFresh(uint64_t off, uint64_t len) { Discard(off, len); }
 
-void PageAllocator::FreePages(uint64_t off, uint64_t npages) { SetBits(off / kPageSize, npages, false); }
+void PageAllocator::FreePages(uint64_t off, uint64_t npages) {
+  SetBits(off / kPageSize, npages, false);
+  // First fit: the next chunk allocation starts at the lowest chunk that may
+  // now be free, so freed (resident) chunks are reused before untouched
+  // ones, which the kernel would first have to allocate and zero.
+  auto& cursor = VmShared(pool_->shared())->chunk_cursor;
+  uint64_t c = off / kChunkSize, cur = cursor.load(std::memory_order_relaxed);
+  while (c < cur && !cursor.compare_exchange_weak(cur, c, std::memory_order_relaxed)) {
+  }
+}
 
 Result<uint64_t> PageAllocator::Trim() {
   uint64_t punched = 0;

@@ -6,6 +6,7 @@
 #include <bit>
 #include <cstring>
 #include <memory>
+#include <new>
 
 #include "common/log.h"
 #include "common/units.h"
@@ -38,6 +39,9 @@ constexpr int MADV_POPULATE_WRITE_ = 23;  // Linux 5.14; older kernels refuse it
 
 Vm::Vm(medium::Pool* pool, const VmOptions& opt)
     : pool_(pool), opt_(opt), pages_(pool), token_(pool->mount_token()) {
+  view_words_ = (pool->size() / kChunkSize + 63) / 64;
+  view_done_.reset(new (std::nothrow) std::atomic<uint64_t>[view_words_]());
+  if (!view_done_) view_words_ = 0;
   if (opt_.copy_swap_max_pages == VmOptions::kAuto)
     opt_.copy_swap_max_pages = pool->header().page_shift == 21 && pool->huge_pages() ? 4 : 0;
 }
@@ -141,6 +145,47 @@ Result<uint64_t> Vm::Translate(uint64_t voff) const {
 char* Vm::PoolPtr(uint64_t voff) const {
   auto t = Translate(voff);
   return t.ok() ? pool_->base() + *t : nullptr;
+}
+
+char* Vm::PoolRun(uint64_t voff, uint64_t len, uint64_t* run) {
+  *run = 0;
+  if (len == 0 || voff >= size_ || len > size_ - voff) return nullptr;
+  uint64_t first = 0, p = voff, end = voff + len;
+  while (p < end) {
+    uint64_t cv = AlignDown(p, kChunkSize), stop = std::min(end, cv + kChunkSize);
+    uint64_t* pmd = Slot(cv, 1, false, nullptr);
+    uint64_t e = pmd ? Load64(pmd) : 0;
+    if (!ppt::IsPresent(e) || !EntryValid(e, 1)) break;
+    if (ppt::IsLeaf(e)) {
+      uint64_t t = ppt::Target(e) + (p - cv);
+      if (p == voff) first = t;
+      if (t != first + (p - voff)) break;
+      p = stop;
+      continue;
+    }
+    auto* tbl = pool_->at<uint64_t>(ppt::Target(e));
+    bool broke = false;
+    while (p < stop) {
+      uint64_t pe = Load64(&tbl[ppt::Index(p, 0)]);
+      if (!ppt::IsPresent(pe) || !EntryValid(pe, 0)) { broke = true; break; }
+      uint64_t t = ppt::Target(pe) + (p & (kPageSize - 1));
+      if (p == voff) first = t;
+      if (t != first + (p - voff)) { broke = true; break; }
+      p = std::min(stop, AlignDown(p, kPageSize) + kPageSize);
+    }
+    if (broke) break;
+  }
+  if (p == voff) return nullptr;
+  *run = p - voff;
+  return pool_->base() + first;
+}
+
+void Vm::PopulateView(uint64_t pool_off) {
+  uint64_t c = pool_off / kChunkSize;
+  if (c / 64 >= view_words_) return;
+  uint64_t bit = uint64_t{1} << (c % 64);
+  if (view_done_[c / 64].fetch_or(bit) & bit) return;
+  ::madvise(pool_->base() + AlignDown(pool_off, kChunkSize), kChunkSize, MADV_POPULATE_WRITE_);
 }
 
 // Replaces a chunk leaf by an equivalent table of 512 PTEs. The mapping it
@@ -439,12 +484,8 @@ Status Vm::Populate(uint64_t voff, uint64_t len, ZeroRange zero) {
   auto zero_fresh = [&](uint64_t v, uint64_t pool_off, uint64_t n) {
     uint64_t a = std::max(v, zlo), b = std::min(v + n, zhi);
     if (a >= b) return;
-    char* p = pool_->base() + pool_off + (a - v);
-    // One call backs the pool view's pages instead of a fault per page.
-    if (b - a > kPageSize) ::madvise(p, b - a, MADV_POPULATE_WRITE_);
     pages_.Discard(pool_off + (a - v), b - a);
   };
-  uint64_t fresh_lo = UINT64_MAX, fresh_hi = 0;  // fresh whole chunks
   {
     PoolLock lock(pool_, LockId::kPpt);
     for (uint64_t c = voff / kChunkSize; c <= (end - 1) / kChunkSize; c++) {
@@ -456,11 +497,10 @@ Status Vm::Populate(uint64_t voff, uint64_t len, ZeroRange zero) {
       if (!ppt::IsPresent(e)) {
         auto ch = pages_.AllocChunk();
         if (!ch.ok()) return ch.status();
+        PopulateView(*ch);
         zero_fresh(cv, *ch, kChunkSize);
         Store64(pmd, ppt::Leaf(*ch));
         Persist(pmd, 8);
-        fresh_lo = std::min(fresh_lo, cv);
-        fresh_hi = cv + kChunkSize;
       } else if (!EntryValid(e, 1)) {
         return Damaged(cv);
       } else if (ppt::IsTable(e)) {
@@ -482,11 +522,7 @@ Status Vm::Populate(uint64_t voff, uint64_t len, ZeroRange zero) {
       }
     }
   }
-  MAPFS_RETURN_IF_ERROR(Map(voff, len));
-  // A fresh chunk is mapped and populated in one run: its page-table
-  // entries are made now, not by one fault per page at first touch.
-  if (fresh_lo < fresh_hi) ::madvise(base_ + fresh_lo, fresh_hi - fresh_lo, MADV_POPULATE_WRITE_);
-  return Status::Ok();
+  return Map(voff, len);
 }
 
 void Vm::Prefault(uint64_t voff, uint64_t len) {

@@ -108,9 +108,9 @@ class Vm {
 
   // Backs every page of [voff, voff+len) with pool pages (allocating whole
   // chunks where nothing is mapped yet) and maps them in this process;
-  // fresh pages are zeroed where they meet `zero` (see ZeroRange), and a
-  // fresh chunk is populated in this process at once (one madvise, not a
-  // fault per page).
+  // fresh pages are zeroed where they meet `zero` (see ZeroRange), and the
+  // pool view's pages of a fresh chunk are populated in one call the first
+  // time this process uses the chunk (not by a fault per page).
   Status Populate(uint64_t voff, uint64_t len, ZeroRange zero = {});
   // True when every page of [voff, voff+len) is backed (no lock taken).
   bool Backed(uint64_t voff, uint64_t len);
@@ -143,6 +143,15 @@ class Vm {
   // kernel's page tables for data that will not be touched for a while.
   void DropMappings(uint64_t voff, uint64_t len) { InvalidateLocal(voff, len); }
 
+  // The pool-view address of `voff` and, in *run, how many bytes from it
+  // (at most `len`) lie in pool pages contiguous with it; nullptr when
+  // `voff` is not backed. The file layer copies data through the pool view:
+  // its page-table entries stay for the life of the process (pool pages
+  // are resident and the view is never remapped), while the region's are
+  // rebuilt whenever a range is remapped (a new file, growth by pswap). The
+  // caller must keep the range from being swapped or unmapped meanwhile
+  // (the file's lock).
+  char* PoolRun(uint64_t voff, uint64_t len, uint64_t* run);
   // Pool offset backing virtual offset `voff`, or ENOENT.
   Result<uint64_t> Translate(uint64_t voff) const;
   // Pool-view pointer to the byte at `voff` (must be backed).
@@ -181,6 +190,10 @@ class Vm {
   Status SplitLeaf(uint64_t* pmd);
   Status PswapRemap(uint64_t a, uint64_t b, uint64_t npages, const medium::Tx* with);
   Status PswapCopy(uint64_t a, uint64_t b, uint64_t npages, const medium::Tx* with, bool* done);
+  // Takes the pool view's page faults for the chunk at `pool_off` in one
+  // call the first time this process backs something with it (one bit per
+  // chunk; a stale bit after a trim only costs faults).
+  void PopulateView(uint64_t pool_off);
 
   // Process mappings. chunk_state(c) = number of runs mapped (0 = none).
   std::atomic<uint16_t>& ChunkState(uint64_t chunk);
@@ -211,6 +224,8 @@ class Vm {
   std::mutex sync_mu_;
   std::vector<std::atomic<std::atomic<uint16_t>*>> chunk_dir_;  // per GiB, lazily
   std::atomic<uint16_t> overflow_state_{0};  // stands in when memory is short
+  std::unique_ptr<std::atomic<uint64_t>[]> view_done_;  // PopulateView, a bit per pool chunk
+  uint64_t view_words_ = 0;
   std::atomic<uint64_t> mapped_chunks_{0};
   std::atomic<uint64_t> mapped_runs_{0};
   std::atomic<uint64_t> faults_{0};
