@@ -101,20 +101,6 @@ void FileData::CopyIn(uint64_t voff, const void* buf, size_t n) {
   }
 }
 
-void FileData::CopyOut(void* buf, uint64_t voff, size_t n) {
-  char* dst = static_cast<char*>(buf);
-  while (n > 0) {
-    uint64_t run = 0;
-    const char* src = vm_->PoolRun(voff, n, &run);
-    if (src == nullptr) {
-      std::memcpy(dst, vm_->at(voff), n);
-      return;
-    }
-    std::memcpy(dst, src, run);
-    voff += run, dst += run, n -= run;
-  }
-}
-
 Status FileData::Zero(const Inode* in, uint64_t from, uint64_t to) {
   if (from >= to || in->part == 0) return Status::Ok();
   to = std::min(to, Capacity(in));
@@ -125,12 +111,16 @@ Status FileData::Zero(const Inode* in, uint64_t from, uint64_t to) {
 }
 
 void FileData::PublishSize(Inode* in, uint64_t size, Mode mode, bool data_fenced) {
-  if (size > in->size) medium::Store64(&in->size, size);
+  bool grows = size > in->size;
+  if (grows) medium::Store64(&in->size, size);
   int64_t now = NowNs();
   medium::Store64(reinterpret_cast<uint64_t*>(&in->mtime_ns), static_cast<uint64_t>(now));
   medium::Store64(reinterpret_cast<uint64_t*>(&in->ctime_ns), static_cast<uint64_t>(now));
   if (mode != Mode::kPosix) {
-    if (!data_fenced) medium::Fence();
+    // A larger size must not be durable before the data; when the size
+    // stays, one fence makes the data and the times durable together (no
+    // mode promises times atomic with the data).
+    if (!data_fenced && grows) medium::Fence();
     medium::Persist(in, 64);  // size, mtime and ctime share the first line
   }
 }
@@ -249,21 +239,18 @@ Result<size_t> FileData::Read(const Inode* in, void* buf, size_t n, uint64_t off
   // Data past the partition (a size set by truncate beyond it) is a hole.
   uint64_t cap = PartBytes(PartLevel(w));
   uint64_t in_part = off < cap ? std::min<uint64_t>(n, cap - off) : 0;
-  if (PartLevel(w) < 3 && vm_->Backed(base + off, in_part)) {
-    CopyOut(dst, base + off, in_part);
-  } else {
-    // Files may have holes: copy backed runs, zero the rest, so that reading
-    // a hole does not allocate it (nor fault, where it cannot be allocated:
-    // a full or damaged pool).
-    uint64_t p = off, end = off + in_part;
-    while (p < end) {
-      uint64_t stop = std::min(end, AlignDown(p, kChunkSize) + kChunkSize);
-      if (!vm_->Backed(base + p, stop - p)) stop = std::min(end, AlignDown(p, kPageSize) + kPageSize);
-      if (vm_->Backed(base + p, stop - p)) {
-        CopyOut(dst + (p - off), base + p, stop - p);
-      } else {
-        std::memset(dst + (p - off), 0, stop - p);
-      }
+  // Files may have holes: copy backed runs (through the pool view), zero
+  // the rest, so that reading a hole does not allocate it (nor fault, where
+  // it cannot be allocated: a full or damaged pool).
+  uint64_t p = off, end = off + in_part;
+  while (p < end) {
+    uint64_t run = 0;
+    if (const char* src = vm_->PoolRun(base + p, end - p, &run)) {
+      std::memcpy(dst + (p - off), src, run);
+      p += run;
+    } else {
+      uint64_t stop = std::min(end, AlignDown(p, kPageSize) + kPageSize);
+      std::memset(dst + (p - off), 0, stop - p);
       p = stop;
     }
   }
@@ -282,16 +269,20 @@ Result<size_t> FileData::Write(Inode* in, uint64_t in_voff, const void* buf, siz
     MAPFS_RETURN_IF_ERROR(StrictOverwrite(in, in_voff, buf, n, off, mapped, std::max(size, end)));
     return n;
   }
-  MAPFS_RETURN_IF_ERROR(Prepare(in, off, n));
+  // Within backed pages (most writes) there is nothing to prepare.
+  uint64_t run = 0;
+  char* dst = vm_->PoolRun(PartVoff(in->part) + off, n, &run);
+  if (run < n) MAPFS_RETURN_IF_ERROR(Prepare(in, off, n));
   if (off > size) MAPFS_RETURN_IF_ERROR(Zero(in, size, off));
-  CopyIn(PartVoff(in->part) + off, buf, n);
-  bool fenced = false;
+  if (run == n)
+    medium::CopyNt(dst, buf, n);
+  else
+    CopyIn(PartVoff(in->part) + off, buf, n);
   // Pages past the old end may hold a former file's bytes until written:
-  // the new size must not become durable before the data, in posix mode too.
-  if (mode != Mode::kPosix || end > size) {
-    medium::Fence();
-    fenced = true;
-  }
+  // the new size must not become durable before the data, in posix mode
+  // too. An overwrite needs no fence of its own (PublishSize's covers it).
+  bool fenced = end > size;
+  if (fenced) medium::Fence();
   PublishSize(in, std::max(size, end), mode, fenced);
   return n;
 }

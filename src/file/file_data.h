@@ -125,11 +125,10 @@ class FileData {
                     uint64_t new_size);
   // Backs and maps [off, off+n) of the file's partition.
   Status Prepare(const meta::format::Inode* in, uint64_t off, uint64_t n);
-  // Copies n bytes into / out of the region at `voff` (backed), through
-  // the pool view where the pool pages are contiguous (Vm::PoolRun): no
-  // page faults on ranges the region has just remapped.
+  // Copies n bytes into the region at `voff` (backed), through the pool
+  // view where the pool pages are contiguous (Vm::PoolRun): no page faults
+  // on ranges the region has just remapped.
   void CopyIn(uint64_t voff, const void* buf, size_t n);
-  void CopyOut(void* buf, uint64_t voff, size_t n);
   // Zeroes [from, to) of the file (both inside the partition).
   Status Zero(const meta::format::Inode* in, uint64_t from, uint64_t to);
   Status StrictOverwrite(meta::format::Inode* in, uint64_t in_voff, const void* buf, size_t n, uint64_t off, bool mapped,
