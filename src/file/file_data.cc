@@ -112,17 +112,25 @@ Status FileData::Zero(const Inode* in, uint64_t from, uint64_t to) {
 
 void FileData::PublishSize(Inode* in, uint64_t size, Mode mode, bool data_fenced) {
   bool grows = size > in->size;
-  if (grows) medium::Store64(&in->size, size);
-  int64_t now = NowNs();
-  medium::Store64(reinterpret_cast<uint64_t*>(&in->mtime_ns), static_cast<uint64_t>(now));
-  medium::Store64(reinterpret_cast<uint64_t*>(&in->ctime_ns), static_cast<uint64_t>(now));
-  if (mode != Mode::kPosix) {
-    // A larger size must not be durable before the data; when the size
-    // stays, one fence makes the data and the times durable together (no
-    // mode promises times atomic with the data).
-    if (!data_fenced && grows) medium::Fence();
-    medium::Persist(in, 64);  // size, mtime and ctime share the first line
+  auto now = static_cast<uint64_t>(NowNs());
+  auto* mtime = reinterpret_cast<uint64_t*>(&in->mtime_ns);
+  auto* ctime = reinterpret_cast<uint64_t*>(&in->ctime_ns);
+  if (mode == Mode::kPosix) {  // durable at fsync or close
+    if (grows) medium::Store64(&in->size, size);
+    medium::Store64(mtime, now);
+    medium::Store64(ctime, now);
+    return;
   }
+  // A larger size must not be durable before the data; when the size
+  // stays, one fence makes the data and the times durable together (no
+  // mode promises times atomic with the data). Size, mtime and ctime share
+  // the inode's first line; non-temporal stores make it durable at the
+  // fence without a write-back of the line.
+  if (!data_fenced && grows) medium::Fence();
+  if (grows) medium::StoreNt64(&in->size, size);
+  medium::StoreNt64(mtime, now);
+  medium::StoreNt64(ctime, now);
+  medium::Fence();
 }
 
 // Small partitions (below L3) share 2 MiB chunks with their neighbours;

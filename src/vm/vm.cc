@@ -525,11 +525,6 @@ Status Vm::Populate(uint64_t voff, uint64_t len, ZeroRange zero) {
   return Map(voff, len);
 }
 
-void Vm::Prefault(uint64_t voff, uint64_t len) {
-  if (len == 0 || !Backed(voff, len) || !Map(voff, len).ok()) return;
-  ::madvise(base_ + voff, len, MADV_POPULATE_WRITE_);
-}
-
 Status Vm::Unmap(uint64_t voff, uint64_t len) {
   if (len == 0) return Status::Ok();
   if (!IsAligned(voff, kPageSize) || !IsAligned(len, kPageSize)) return Status::Error(EINVAL, "unaligned unmap");

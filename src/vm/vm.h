@@ -123,9 +123,6 @@ class Vm {
   // (non-temporal stores, durable on return), unbacked pages already read
   // as zero; nothing is freed or unmapped.
   Status Discard(uint64_t voff, uint64_t len);
-  // Best effort: takes the page faults of the backed range [voff, voff+len)
-  // now, in one call, instead of one by one at first touch.
-  void Prefault(uint64_t voff, uint64_t len);
   // ctFS pswap: atomically swaps the mappings of [a, a+n pages) and
   // [b, b+n pages). Both page aligned, inside the region, not overlapping.
   // Where a and b are swap-aligned, whole 2 MiB / 1 GiB runs are swapped as
