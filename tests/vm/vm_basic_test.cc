@@ -118,6 +118,39 @@ TEST_F(VmBasic, FreedPagesStayResidentUntilTrim) {
   for (uint64_t p = 0; p < 4 * MiB; p += kPageSize) ASSERT_TRUE(testing::PageIsZero(vm(), p)) << p;
 }
 
+// The file layer copies through the pool view: PoolRun must name the pool
+// bytes behind a virtual range, and stop where the pool pages stop being
+// contiguous (a chunk split by a partial unmap) or backed.
+TEST_F(VmBasic, PoolRunFollowsThePageTable) {
+  ASSERT_TRUE(vm().Populate(0, 4 * MiB).ok());
+  for (uint64_t p = 0; p < 4 * MiB; p += kPageSize) FillPage(vm(), p, 300 + p / kPageSize);
+  uint64_t run = 0;
+  // Two whole chunks: contiguous only if the pool chunks are.
+  char* a = vm().PoolRun(kPageSize, 4 * MiB - kPageSize, &run);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a, mount_->pool().base() + *vm().Translate(kPageSize));
+  bool adjacent = *vm().Translate(2 * MiB) == *vm().Translate(0) + 2 * MiB;
+  EXPECT_EQ(run, adjacent ? 4 * MiB - kPageSize : 2 * MiB - kPageSize);
+  // A hole in the first chunk ends the run there; the next page starts one.
+  ASSERT_TRUE(vm().Unmap(64 * KiB, kPageSize).ok());
+  a = vm().PoolRun(0, 2 * MiB, &run);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(run, 64 * KiB);
+  EXPECT_EQ(vm().PoolRun(64 * KiB, kPageSize, &run), nullptr);
+  EXPECT_EQ(run, 0u);
+  ASSERT_TRUE(vm().Populate(64 * KiB, kPageSize).ok());  // a page from elsewhere
+  a = vm().PoolRun(60 * KiB, 3 * kPageSize, &run);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(run, kPageSize);
+  // What the run names is what the region shows.
+  for (uint64_t p : {uint64_t{0}, 68 * KiB, 3 * MiB}) {
+    char* q = vm().PoolRun(p, kPageSize, &run);
+    ASSERT_NE(q, nullptr);
+    EXPECT_EQ(std::memcmp(q, vm().at(p), kPageSize), 0) << p;
+  }
+  EXPECT_TRUE(testing::PageIsZero(vm(), 64 * KiB));
+}
+
 TEST_F(VmBasic, TouchFaultsInAPage) {
   uint64_t before = vm().Stats().faults;
   volatile char* p = vm().at(10 * MiB + 123);
