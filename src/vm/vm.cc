@@ -483,9 +483,14 @@ Status Vm::Populate(uint64_t voff, uint64_t len, ZeroRange zero) {
   uint64_t zhi = zero.hi >= size_ ? size_ : AlignUp(zero.hi, kPageSize);
   auto zero_fresh = [&](uint64_t v, uint64_t pool_off, uint64_t n) {
     uint64_t a = std::max(v, zlo), b = std::min(v + n, zhi);
-    if (a >= b) return;
-    pages_.Discard(pool_off + (a - v), b - a);
+    if (a < b) pages_.Discard(pool_off + (a - v), b - a);
   };
+  // Fresh chunks whose pool-view pages are populated once the PPT lock is
+  // released (a cold chunk takes the kernel a while); ones that are zeroed
+  // here, or past the first few, are populated under the lock. No heap:
+  // this runs in the SIGSEGV handler too (HandleFault).
+  uint64_t fresh[8];
+  size_t nfresh = 0;
   {
     PoolLock lock(pool_, LockId::kPpt);
     for (uint64_t c = voff / kChunkSize; c <= (end - 1) / kChunkSize; c++) {
@@ -497,7 +502,11 @@ Status Vm::Populate(uint64_t voff, uint64_t len, ZeroRange zero) {
       if (!ppt::IsPresent(e)) {
         auto ch = pages_.AllocChunk();
         if (!ch.ok()) return ch.status();
-        PopulateView(*ch);
+        bool zeroed = std::max(cv, zlo) < std::min(cv + kChunkSize, zhi);
+        if (zeroed || nfresh == std::size(fresh))
+          PopulateView(*ch);
+        else
+          fresh[nfresh++] = *ch;
         zero_fresh(cv, *ch, kChunkSize);
         Store64(pmd, ppt::Leaf(*ch));
         Persist(pmd, 8);
@@ -522,6 +531,7 @@ Status Vm::Populate(uint64_t voff, uint64_t len, ZeroRange zero) {
       }
     }
   }
+  for (size_t i = 0; i < nfresh; i++) PopulateView(fresh[i]);
   return Map(voff, len);
 }
 
