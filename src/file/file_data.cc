@@ -101,6 +101,19 @@ void FileData::CopyIn(uint64_t voff, const void* buf, size_t n) {
   }
 }
 
+void FileData::CopyWithin(uint64_t dst, uint64_t src, uint64_t n) {
+  while (n > 0) {
+    uint64_t run = 0;
+    const char* from = vm_->PoolRun(src, n, &run);
+    if (from == nullptr) {  // not backed: the region faults it in
+      CopyIn(dst, vm_->at(src), n);
+      return;
+    }
+    CopyIn(dst, from, run);
+    dst += run, src += run, n -= run;
+  }
+}
+
 Status FileData::Zero(const Inode* in, uint64_t from, uint64_t to) {
   if (from >= to || in->part == 0) return Status::Ok();
   to = std::min(to, Capacity(in));
@@ -158,9 +171,8 @@ Status FileData::MoveByCopy(Inode* in, uint64_t in_voff, int level, uint64_t kee
     (void)space_->Free(*nv);
     return st;
   }
-  char* dst = vm_->at(*nv);
-  if (old != 0 && keep > 0) medium::CopyNt(dst, vm_->at(PartVoff(old)), std::min({keep, cap, PartBytes(PartLevel(old))}));
-  if (patch) medium::CopyNt(dst + patch->off, patch->data, patch->n);
+  if (old != 0 && keep > 0) CopyWithin(*nv, PartVoff(old), std::min({keep, cap, PartBytes(PartLevel(old))}));
+  if (patch) CopyIn(*nv + patch->off, patch->data, patch->n);
   medium::Fence();
   meta::MetaTx tx(pool_, vm_);
   st = tx.Store64(in_voff + offsetof(Inode, part), PartWord(*nv, level));

@@ -129,6 +129,8 @@ class FileData {
   // view where the pool pages are contiguous (Vm::PoolRun): no page faults
   // on ranges the region has just remapped.
   void CopyIn(uint64_t voff, const void* buf, size_t n);
+  // The same from one backed range of the region to another.
+  void CopyWithin(uint64_t dst, uint64_t src, uint64_t n);
   // Zeroes [from, to) of the file (both inside the partition).
   Status Zero(const meta::format::Inode* in, uint64_t from, uint64_t to);
   Status StrictOverwrite(meta::format::Inode* in, uint64_t in_voff, const void* buf, size_t n, uint64_t off, bool mapped,
