@@ -133,8 +133,8 @@ int Info(const std::vector<std::string>& args) {
   space::SpaceStats ss = m->space().Stats();
   const auto& pc = medium::CurrentPersistConfig();
   std::printf("pool            %s\n", pool.path().c_str());
-  std::printf("medium          %s, MAP_SYNC %s, huge pages %s\n", pool.fs_kind(), pool.map_sync() ? "yes" : "no",
-              pool.huge_pages() ? "available" : "not available");
+  std::printf("medium          %s, MAP_SYNC %s, huge pages %s (%s)\n", pool.fs_kind(), pool.map_sync() ? "yes" : "no",
+              pool.huge_pages() ? "available" : "not available", pool.huge_reason().c_str());
   std::printf("format          version %u, uuid %s\n", h.version, uuid);
   std::printf("size            %s (%" PRIu64 " bytes)\n", FormatSize(h.pool_size).c_str(), h.pool_size);
   std::printf("page size       %s\n", h.page_shift == 12 ? "4 KiB" : "2 MiB");
