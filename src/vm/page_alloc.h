@@ -51,8 +51,9 @@ class PageAllocator {
   // Gives the memory of every free page back to the kernel (hole punch of
   // the pool file), so an idle pool costs only what it holds. Free pages
   // are claimed while they are punched, so concurrent allocators never get
-  // one mid-punch. Returns the bytes punched; EOPNOTSUPP where the medium
-  // cannot punch (a DAX device).
+  // one mid-punch (but may find the pool fuller than it is, up to ENOSPC,
+  // while a chunk is being punched). Returns the bytes punched; EOPNOTSUPP
+  // where the medium cannot punch (a DAX device).
   Result<uint64_t> Trim();
 
   bool IsUsed(uint64_t off) const;
