@@ -184,7 +184,47 @@ int MoveHigh(int fd) {
   return high;
 }
 
+KernelOffsetLock::KernelOffsetLock(Desc& d, int fd) {
+  if (!d.kernel_offset.load(std::memory_order_acquire)) return;
+  d_ = &d;
+  d.pos_mu.lock();
+  // A forked child holds the parent's descriptor of the memfd, the same
+  // description: OFD locks would not exclude each other. Each process
+  // takes its own.
+  pid_t me = ::getpid();
+  if (d.pos_pid != me) {
+    if (d.pos_fd >= 0) CloseInternal(d.pos_fd);
+    std::string self = "/proc/self/fd/" + std::to_string(fd);
+    d.pos_fd = MoveHigh(REAL(open)(self.c_str(), O_RDWR | O_CLOEXEC));
+    d.pos_pid = me;
+  }
+  if (d.pos_fd < 0) return;  // cannot reopen: threads are still serialised
+  struct flock l {};
+  l.l_type = F_WRLCK;
+  l.l_whence = SEEK_SET;
+  l.l_start = 0;
+  l.l_len = 1;
+  while (REAL(fcntl)(d.pos_fd, F_OFD_SETLKW, &l) != 0) {
+    if (errno != EINTR) return;
+  }
+  ofd_ = true;
+}
+
+KernelOffsetLock::~KernelOffsetLock() {
+  if (d_ == nullptr) return;
+  if (ofd_) {
+    struct flock l {};
+    l.l_type = F_UNLCK;
+    l.l_whence = SEEK_SET;
+    l.l_start = 0;
+    l.l_len = 1;
+    REAL(fcntl)(d_->pos_fd, F_OFD_SETLK, &l);
+  }
+  d_->pos_mu.unlock();
+}
+
 Desc::~Desc() {
+  if (pos_fd >= 0) CloseInternal(pos_fd);
   if (lock_fd.load() >= 0) CloseInternal(lock_fd.load());  // drops its OFD locks and flock
   if (file) {
     CoreScope cs;
