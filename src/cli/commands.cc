@@ -1,5 +1,6 @@
 #include "cli/commands.h"
 
+#include <grp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,9 +31,11 @@ const char* ModeName(uint32_t m) {
 }  // namespace
 
 int Mkfs(const std::vector<std::string>& args) {
-  Parsed p = Parse(args, {"--size", "--page", "--mode", "--top-level"}, {});
+  Parsed p = Parse(args, {"--size", "--page", "--mode", "--top-level", "--perm", "--group"}, {});
   if (!p.error.empty() || p.pos.size() != 1 || !p.Has("--size")) {
-    std::fprintf(stderr, "usage: mapfs mkfs POOL --size SIZE [--page 4k|2m] [--mode posix|sync|strict] [--top-level N]%s%s\n",
+    std::fprintf(stderr,
+                 "usage: mapfs mkfs POOL --size SIZE [--page 4k|2m] [--mode posix|sync|strict] [--top-level N] "
+                 "[--perm OCTAL] [--group GROUP]%s%s\n",
                  p.error.empty() ? "" : "\nmapfs mkfs: ", p.error.c_str());
     return 2;
   }
@@ -58,6 +61,21 @@ int Mkfs(const std::vector<std::string>& args) {
       return Fail("mkfs", Status::Error(EINVAL, "--top-level must be 4..11"));
     co.top_level = static_cast<uint32_t>(v);
   }
+  if (auto* perm = p.Get("--perm")) {
+    char* end = nullptr;
+    long v = std::strtol(perm->c_str(), &end, 8);
+    if (end == perm->c_str() || *end != '\0' || v < 0 || v > 0777 || (v & 0600) != 0600)
+      return Fail("mkfs", Status::Error(EINVAL, "--perm must be octal rights that include 0600 (e.g. 0660 to share with the group)"));
+    co.file_mode = static_cast<uint32_t>(v);
+  }
+  if (auto* group = p.Get("--group")) {
+    struct group* g = ::getgrnam(group->c_str());
+    char* end = nullptr;
+    long v = std::strtol(group->c_str(), &end, 10);
+    if (g != nullptr) co.group = g->gr_gid;
+    else if (end != group->c_str() && *end == '\0' && v >= 0) co.group = v;
+    else return Fail("mkfs", Status::Error(EINVAL, "--group: no such group: " + *group));
+  }
   Status st = medium::Pool::Create(p.pos[0], co);
   if (!st.ok()) return Fail("mkfs", st);
   // The first mount formats the file system (superblock, inodes, root).
@@ -65,8 +83,9 @@ int Mkfs(const std::vector<std::string>& args) {
   if (!fs.ok()) return Fail("mkfs", p.pos[0], fs.status());
   st = (*fs)->Unmount();
   if (!st.ok()) return Fail("mkfs", p.pos[0], st);
-  std::printf("formatted %s: %s, %s pages, mode %s\n", p.pos[0].c_str(), FormatSize(AlignDown(co.size, kChunkSize)).c_str(),
-              co.page_shift == 12 ? "4 KiB" : "2 MiB", ModeName(static_cast<uint32_t>(co.mode)));
+  std::printf("formatted %s: %s, %s pages, mode %s, rights %04o\n", p.pos[0].c_str(),
+              FormatSize(AlignDown(co.size, kChunkSize)).c_str(), co.page_shift == 12 ? "4 KiB" : "2 MiB",
+              ModeName(static_cast<uint32_t>(co.mode)), co.file_mode & 0666);
   return 0;
 }
 

@@ -39,6 +39,10 @@ struct CreateOptions {
   uint32_t top_level = 0;        // 0 = derive from the size
   uint32_t redo_slots = 16;
   uint32_t redo_slot_size = 128 * 1024;
+  // Rights of the pool file (regular files; a device keeps its own): only
+  // its owner by default. Sharing follows the pool file (docs/SECURITY.md).
+  uint32_t file_mode = 0600;
+  int64_t group = -1;  // a gid to give the pool file, -1 = the creator's
 };
 
 class Pool;
