@@ -209,15 +209,6 @@ Status Pool::Create(const std::string& path, const CreateOptions& opt) {
     ::close(fd);
     return where;
   }
-  if (!fi->is_device) {
-    // An existing file being formatted gets the pool's rights too.
-    bool ok = opt.group < 0 || ::fchown(fd, static_cast<uid_t>(-1), static_cast<gid_t>(opt.group)) == 0;
-    if (!ok || ::fchmod(fd, opt.file_mode & 0666) != 0) {
-      Status st = Status::FromErrno("cannot set the rights of pool " + path);
-      ::close(fd);
-      return st;
-    }
-  }
   if (fi->hugetlbfs) {
     ::close(fd);
     return Status::Error(ENOTSUP, path + ": pools on hugetlbfs are not supported yet (use a tmpfs mounted huge=always)");
@@ -225,6 +216,15 @@ Status Pool::Create(const std::string& path, const CreateOptions& opt) {
   if (OfdLock(fd, 0, F_WRLCK, false) != 0) {
     ::close(fd);
     return Status::Error(EBUSY, path + ": pool is open by another process");
+  }
+  if (!fi->is_device) {
+    // An existing file being formatted (no one has it open) gets the pool's rights too.
+    bool ok = opt.group < 0 || ::fchown(fd, static_cast<uid_t>(-1), static_cast<gid_t>(opt.group)) == 0;
+    if (!ok || ::fchmod(fd, opt.file_mode & 0666) != 0) {
+      Status st = Status::FromErrno("cannot set the rights of pool " + path);
+      ::close(fd);
+      return st;
+    }
   }
   if (fi->is_device) {
     if (fi->size < size) {
