@@ -1,6 +1,7 @@
 #include "cli/commands.h"
 
 #include <sys/stat.h>
+#include <grp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,9 +32,11 @@ const char* ModeName(uint32_t m) {
 }  // namespace
 
 int Mkfs(const std::vector<std::string>& args) {
-  Parsed p = Parse(args, {"--size", "--page", "--mode", "--top-level"}, {"--reserve"});
+  Parsed p = Parse(args, {"--size", "--page", "--mode", "--top-level", "--perm", "--group"}, {"--reserve"});
   if (!p.error.empty() || p.pos.size() != 1 || !p.Has("--size")) {
-    std::fprintf(stderr, "usage: mapfs mkfs POOL --size SIZE [--page 4k|2m] [--mode posix|sync|strict] [--top-level N] [--reserve]%s%s\n",
+    std::fprintf(stderr,
+                 "usage: mapfs mkfs POOL --size SIZE [--page 4k|2m] [--mode posix|sync|strict] [--top-level N] "
+                 "[--reserve] [--perm OCTAL] [--group GROUP]%s%s\n",
                  p.error.empty() ? "" : "\nmapfs mkfs: ", p.error.c_str());
     return 2;
   }
@@ -60,6 +63,21 @@ int Mkfs(const std::vector<std::string>& args) {
     co.top_level = static_cast<uint32_t>(v);
   }
   co.reserve = p.Has("--reserve");
+  if (auto* perm = p.Get("--perm")) {
+    char* end = nullptr;
+    long v = std::strtol(perm->c_str(), &end, 8);
+    if (end == perm->c_str() || *end != '\0' || v < 0 || v > 0777 || (v & 0600) != 0600)
+      return Fail("mkfs", Status::Error(EINVAL, "--perm must be octal rights that include 0600 (e.g. 0660 to share with the group)"));
+    co.file_mode = static_cast<uint32_t>(v);
+  }
+  if (auto* group = p.Get("--group")) {
+    struct group* g = ::getgrnam(group->c_str());
+    char* end = nullptr;
+    long v = std::strtol(group->c_str(), &end, 10);
+    if (g != nullptr) co.group = g->gr_gid;
+    else if (end != group->c_str() && *end == '\0' && v >= 0) co.group = v;
+    else return Fail("mkfs", Status::Error(EINVAL, "--group: no such group: " + *group));
+  }
   Status st = medium::Pool::Create(p.pos[0], co);
   if (!st.ok()) return Fail("mkfs", st);
   // The first mount formats the file system (superblock, inodes, root).
@@ -72,8 +90,8 @@ int Mkfs(const std::vector<std::string>& args) {
   st = (*fs)->Unmount();
   if (!st.ok()) return Fail("mkfs", p.pos[0], st);
   std::string bytes = FormatSize(AlignDown(co.size, kChunkSize));
-  std::printf("formatted %s: %s, %s pages, mode %s\n", p.pos[0].c_str(), bytes.c_str(),
-              co.page_shift == 12 ? "4 KiB" : "2 MiB", ModeName(static_cast<uint32_t>(co.mode)));
+  std::printf("formatted %s: %s, %s pages, mode %s, rights %04o\n", p.pos[0].c_str(), bytes.c_str(),
+              co.page_shift == 12 ? "4 KiB" : "2 MiB", ModeName(static_cast<uint32_t>(co.mode)), co.file_mode & 0666);
   // Which pages the kernel will give (docs/PERFORMANCE.md, "2 MiB pages").
   if (co.page_shift == 21 && huge)
     std::printf("pages: 2 MiB huge pages (%s)\n", reason.c_str());

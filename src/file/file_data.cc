@@ -209,11 +209,13 @@ Status FileData::Grow(Inode* in, uint64_t in_voff, uint64_t need, bool mapped) {
   } else if (PartLevel(old) < 3 && !mapped) {
     return MoveByCopy(in, in_voff, level, size, nullptr, size);
   } else {
+    // Everything that can fail before the swap is checked before the
+    // allocation, and the swap's failure frees it: no error leaks it.
+    auto off = vm_->Translate(in_voff + offsetof(Inode, part));
+    if (!off.ok()) return off.status();
     auto nv = space_->Alloc(level);
     if (!nv.ok()) return nv.status();
     medium::Tx tx;
-    auto off = vm_->Translate(in_voff + offsetof(Inode, part));
-    if (!off.ok()) return off.status();
     tx.Put64(*off, PartWord(*nv, level));
     Status st = vm_->Pswap(PartVoff(old), *nv, pages, &tx, mapped);
     if (!st.ok()) {
@@ -228,12 +230,13 @@ Status FileData::Grow(Inode* in, uint64_t in_voff, uint64_t need, bool mapped) {
 Status FileData::Shrink(Inode* in, uint64_t in_voff, int level, uint64_t keep) {
   if (level < 3) return MoveByCopy(in, in_voff, level, keep, nullptr, keep);
   uint64_t old = in->part;
-  auto nv = space_->Alloc(level);
-  if (!nv.ok()) return nv.status();
-  medium::Tx tx;
+  // As in Grow: translate first, so that no error path leaks the partition.
   auto part_off = vm_->Translate(in_voff + offsetof(Inode, part));
   auto size_off = vm_->Translate(in_voff + offsetof(Inode, size));
   if (!part_off.ok() || !size_off.ok()) return Status::Error(EUCLEAN, "inode not backed");
+  auto nv = space_->Alloc(level);
+  if (!nv.ok()) return nv.status();
+  medium::Tx tx;
   tx.Put64(*part_off, PartWord(*nv, level));
   tx.Put64(*size_off, keep);
   Status st = vm_->Pswap(PartVoff(old), *nv, PagesFor(keep), &tx);

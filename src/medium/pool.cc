@@ -23,6 +23,7 @@
 #include "common/log.h"
 #include "common/units.h"
 #include "medium/persist.h"
+#include "medium/pool_access.h"
 
 #ifndef MAP_SYNC
 #define MAP_SYNC 0x80000
@@ -197,12 +198,16 @@ Status Pool::Create(const std::string& path, const CreateOptions& opt) {
   h.vspace_shift = 12 + 3 * h.top_level;
   if (h.meta_end + 4 * kChunkSize > size) return Status::Error(EINVAL, "pool too small for its metadata");
 
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::FromErrno("cannot create pool " + path);
+  if (opt.file_mode & ~0777u) return Status::Error(EINVAL, "pool mode must be read/write/execute bits only");
+  bool world_writable = false;  // judged again, with the file, once it is open
+  MAPFS_RETURN_IF_ERROR(CheckPoolDirectory(path, &world_writable));
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, opt.file_mode & 0666);
+  if (fd < 0) return OpenError("cannot create pool", path, errno);
   auto fi = Inspect(fd, path);
-  if (!fi.ok()) {
+  Status where = fi.ok() ? CheckPoolLocation(path, fd) : fi.status();
+  if (!where.ok()) {
     ::close(fd);
-    return fi.status();
+    return where;
   }
   if (fi->hugetlbfs) {
     ::close(fd);
@@ -211,6 +216,15 @@ Status Pool::Create(const std::string& path, const CreateOptions& opt) {
   if (OfdLock(fd, 0, F_WRLCK, false) != 0) {
     ::close(fd);
     return Status::Error(EBUSY, path + ": pool is open by another process");
+  }
+  if (!fi->is_device) {
+    // An existing file being formatted (no one has it open) gets the pool's rights too.
+    bool ok = opt.group < 0 || ::fchown(fd, static_cast<uid_t>(-1), static_cast<gid_t>(opt.group)) == 0;
+    if (!ok || ::fchmod(fd, opt.file_mode & 0666) != 0) {
+      Status st = Status::FromErrno("cannot set the rights of pool " + path);
+      ::close(fd);
+      return st;
+    }
   }
   if (fi->is_device) {
     if (fi->size < size) {
@@ -321,10 +335,11 @@ Result<std::unique_ptr<Pool>> Pool::Open(const std::string& path, const OpenOpti
 
 Status Pool::OpenImpl(const std::string& path) {
   path_ = path;
-  fd_ = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd_ < 0) return Status::FromErrno("cannot open pool " + path);
+  fd_ = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  if (fd_ < 0) return OpenError("cannot open pool", path, errno);
   auto fi = Inspect(fd_, path);
   if (!fi.ok()) return fi.status();
+  MAPFS_RETURN_IF_ERROR(CheckPoolLocation(path, fd_));
 
   format::PoolHeader h{};
   ssize_t n = ::pread(fd_, &h, sizeof h, 0);
@@ -398,8 +413,24 @@ Status Pool::OpenImpl(const std::string& path) {
 
 Status Pool::MapShared() {
   shm_name_ = "/mapfs-" + Hex(header().uuid, 16);
-  int sfd = ::shm_open(shm_name_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (sfd < 0) return Status::FromErrno("shm_open " + shm_name_);
+  // The segment takes the pool's owner, group and mode; one that already
+  // exists is used only if no one but the pool's users could have made it.
+  struct stat pst {};
+  if (::fstat(fd_, &pst) != 0) return Status::FromErrno("fstat " + path_);
+  int sfd = ::shm_open(shm_name_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, pst.st_mode & 0600);
+  if (sfd >= 0) {
+    ShareLikePool(sfd, pst);
+  } else if (errno == EEXIST) {
+    sfd = ::shm_open(shm_name_.c_str(), O_RDWR | O_CLOEXEC, 0);
+    if (sfd < 0) return Status::FromErrno("shm_open " + shm_name_);
+    Status st = CheckSharedObject("shared-memory segment /dev/shm" + shm_name_, sfd, pst);
+    if (!st.ok()) {
+      ::close(sfd);
+      return st;
+    }
+  } else {
+    return Status::FromErrno("shm_open " + shm_name_);
+  }
   if (exclusive_ && ::ftruncate(sfd, 0) != 0) {
     Status st = Status::FromErrno("ftruncate " + shm_name_);
     ::close(sfd);

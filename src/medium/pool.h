@@ -42,6 +42,10 @@ struct CreateOptions {
   // Allocate the whole file's memory now (fallocate) instead of 2 MiB at a
   // time as chunks are first used; ignored for a DAX device.
   bool reserve = false;
+  // Rights of the pool file (regular files; a device keeps its own): only
+  // its owner by default. Sharing follows the pool file (docs/SECURITY.md).
+  uint32_t file_mode = 0600;
+  int64_t group = -1;  // a gid to give the pool file, -1 = the creator's
 };
 
 class Pool;

@@ -20,6 +20,8 @@
 #include <cstring>
 #include <set>
 #include <string>
+#include <thread>
+#include <vector>
 
 extern char** environ;
 
@@ -159,6 +161,80 @@ TEST(Shim, ForkSharesOffsetsBothWays) {
   close(fd);
   EXPECT_EQ(ReadAll(d + "/f"), "abc");
   EXPECT_EQ(ReadAll(d + "/child"), "c");
+}
+
+// Regression (issue 16, defect 2): after a fork the shared offset lives in
+// the kernel, and read/write did lseek + I/O + lseek unserialised: two
+// threads, or parent and child, sharing the description lost updates (the
+// kernel serialises them). 2 processes x 2 threads x 1,500 one-byte
+// writes must leave 6,000 bytes, each written once.
+TEST(Shim, KernelOffsetUpdatesAreNeverLost) {
+  std::string d = Dir();
+  int fd = open((d + "/shared").c_str(), O_CREAT | O_RDWR, 0644);
+  ASSERT_GE(fd, 0);
+  constexpr int kWrites = 1500;
+  auto writers = [fd](char c) {
+    auto one = [fd, c] {
+      int bad = 0;
+      for (int i = 0; i < kWrites; i++) bad += write(fd, &c, 1) != 1;
+      return bad;
+    };
+    int bad2 = 0;
+    std::thread t([&] { bad2 = one(); });
+    int bad1 = one();
+    t.join();
+    return bad1 + bad2;
+  };
+  pid_t pid = fork();
+  if (pid == 0) _exit(writers('c') == 0 ? 0 : 1);
+  EXPECT_EQ(writers('p'), 0);
+  ASSERT_EQ(WaitChild(pid), 0);
+  EXPECT_EQ(lseek(fd, 0, SEEK_CUR), 4 * kWrites);
+  close(fd);
+  std::string all = ReadAll(d + "/shared");
+  EXPECT_EQ(all.size(), size_t{4 * kWrites}) << "offset updates were lost";
+  size_t p = 0;
+  for (char ch : all) p += ch == 'p';
+  EXPECT_EQ(p, size_t{2 * kWrites}) << "writes overwrote each other";
+}
+
+// Regression (issue 16, defect 3): dup2/dup3 onto one of the shim's own
+// descriptors (the pool, the placeholder) replaced it and silently
+// redirected later calls. Like close(), they are refused: EBADF.
+TEST(Shim, Dup2OntoInternalDescriptorsIsRefused) {
+  std::string d = Dir();
+  int fd = open((d + "/f").c_str(), O_CREAT | O_RDWR, 0644);
+  ASSERT_GE(fd, 0);
+  WriteAll(fd, "kept");
+  // The shim's descriptors live at 1000 and up (this program opens none
+  // there); one of them is the pool file.
+  std::vector<int> internal;
+  bool pool_seen = false;
+  char want[PATH_MAX];
+  ASSERT_NE(realpath(getenv("MAPFS_POOL"), want), nullptr);
+  for (int i = 1000; i < 4096; i++)
+    if (fcntl(i, F_GETFD) >= 0) {
+      internal.push_back(i);
+      char link[PATH_MAX];
+      ssize_t n = readlink(("/proc/self/fd/" + std::to_string(i)).c_str(), link, sizeof link - 1);
+      if (n > 0 && std::string(link, static_cast<size_t>(n)) == want) pool_seen = true;
+    }
+  ASSERT_TRUE(pool_seen) << "the pool's descriptor was not found at 1000 and up";
+  int other = open("/dev/null", O_RDONLY);
+  ASSERT_GE(other, 0);
+  for (int i : internal) {
+    errno = 0;
+    EXPECT_EQ(dup2(other, i), -1) << "dup2 onto internal descriptor " << i;
+    EXPECT_EQ(errno, EBADF);
+    errno = 0;
+    EXPECT_EQ(dup3(other, i, O_CLOEXEC), -1) << "dup3 onto internal descriptor " << i;
+    EXPECT_EQ(errno, EBADF);
+  }
+  close(other);
+  // The pool still works.
+  EXPECT_EQ(pwrite(fd, "more", 4, 4), 4);
+  close(fd);
+  EXPECT_EQ(ReadAll(d + "/f"), "keptmore");
 }
 
 TEST(Shim, ExecInheritsDescriptorsAndOffsets) {
