@@ -322,6 +322,28 @@ Status Pool::ValidateHeader(const format::PoolHeader& h, uint64_t file_size) {
 
 // ---------------------------------------------------------------- open
 
+Status Pool::Probe(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return OpenError("cannot open pool", path, errno);
+  Status st;
+  auto fi = Inspect(fd, path);
+  if (!fi.ok()) st = fi.status();
+  if (st.ok()) st = CheckPoolLocation(path, fd);
+  format::PoolHeader h{};
+  if (st.ok()) {
+    ssize_t n = ::pread(fd, &h, sizeof h, 0);
+    if (n < 0) st = Status::FromErrno("cannot read pool header of " + path);
+    else if (static_cast<size_t>(n) < sizeof h)
+      st = Status::Error(EINVAL, path + ": not a mapfs pool: file is only " + std::to_string(n) + " bytes");
+  }
+  if (st.ok()) {
+    Status v = ValidateHeader(h, fi->size);
+    if (!v.ok()) st = Status::Error(v.code(), path + ": " + v.message());
+  }
+  ::close(fd);
+  return st;
+}
+
 Result<std::unique_ptr<Pool>> Pool::Open(const std::string& path, const OpenOptions& opt) {
   std::unique_ptr<Pool> p(new Pool());
   p->opt_ = opt;

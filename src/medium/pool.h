@@ -68,6 +68,10 @@ class Pool {
   static Result<std::unique_ptr<Pool>> Open(const std::string& path, const OpenOptions& opt = {});
   // Checks a header image; used by Open and by tests on damaged images.
   static Status ValidateHeader(const format::PoolHeader& h, uint64_t file_size);
+  // Checks, without mounting, that `path` is a pool this process would
+  // open: not a symbolic link, not planted (pool_access.h), a valid header.
+  // The same errors and messages as Open.
+  static Status Probe(const std::string& path);
 
   ~Pool();
   Pool(const Pool&) = delete;
