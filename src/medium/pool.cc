@@ -322,6 +322,28 @@ Status Pool::ValidateHeader(const format::PoolHeader& h, uint64_t file_size) {
 
 // ---------------------------------------------------------------- open
 
+Status Pool::Probe(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return OpenError("cannot open pool", path, errno);
+  Status st;
+  auto fi = Inspect(fd, path);
+  if (!fi.ok()) st = fi.status();
+  if (st.ok()) st = CheckPoolLocation(path, fd);
+  format::PoolHeader h{};
+  if (st.ok()) {
+    ssize_t n = ::pread(fd, &h, sizeof h, 0);
+    if (n < 0) st = Status::FromErrno("cannot read pool header of " + path);
+    else if (static_cast<size_t>(n) < sizeof h)
+      st = Status::Error(EINVAL, path + ": not a mapfs pool: file is only " + std::to_string(n) + " bytes");
+  }
+  if (st.ok()) {
+    Status v = ValidateHeader(h, fi->size);
+    if (!v.ok()) st = Status::Error(v.code(), path + ": " + v.message());
+  }
+  ::close(fd);
+  return st;
+}
+
 Result<std::unique_ptr<Pool>> Pool::Open(const std::string& path, const OpenOptions& opt) {
   std::unique_ptr<Pool> p(new Pool());
   p->opt_ = opt;
@@ -396,10 +418,11 @@ Status Pool::OpenImpl(const std::string& path) {
   MAPFS_RETURN_IF_ERROR(MapShared());
 
   MAPFS_RETURN_IF_ERROR(RegisterMount());
+  FreeIdleExits();
 
   if (exclusive_) {
     replayed_ = redo_.RecoverAll();
-    needs_recovery_ = Load64(&state()->dirty) != 0 || replayed_ > 0;
+    needs_recovery_ = (Load64(&state()->dirty) != 0 && !ended_idle_) || replayed_ > 0;
     if (needs_recovery_) {
       Store64(&state()->recoveries, Load64(&state()->recoveries) + 1);
       MAPFS_LOG("%s: not closed cleanly; recovering (%d redo records replayed)", path.c_str(), replayed_);
@@ -430,6 +453,19 @@ Status Pool::MapShared() {
     }
   } else {
     return Status::FromErrno("shm_open " + shm_name_);
+  }
+  if (exclusive_) {
+    // What the previous mounts left: if every one ended idle (the last
+    // one exec'd or _exit'ed holding nothing), the dirty flag they left
+    // asks for no recovery.
+    struct stat ost {};
+    if (::fstat(sfd, &ost) == 0 && static_cast<size_t>(ost.st_size) == sizeof(SharedState)) {
+      void* old = ::mmap(nullptr, sizeof(SharedState), PROT_READ, MAP_SHARED, sfd, 0);
+      if (old != MAP_FAILED) {
+        ended_idle_ = EndedIdle(static_cast<const SharedState*>(old));
+        ::munmap(old, sizeof(SharedState));
+      }
+    }
   }
   if (exclusive_ && ::ftruncate(sfd, 0) != 0) {
     Status st = Status::FromErrno("ftruncate " + shm_name_);
@@ -488,6 +524,39 @@ bool Pool::MountAlive(int slot) const {
   return fl.l_type != F_UNLCK;
 }
 
+void Pool::MarkIdleExit(bool on) {
+  if (closed_ || shared_ == nullptr || mount_slot_ < 0 || owner_pid_ != ::getpid()) return;
+  const int64_t pid = ::getpid();
+  shared_->mounts[mount_slot_].pid.store(on ? -pid : pid);
+}
+
+bool Pool::EndedIdle(const SharedState* old) {
+  if (old->magic != kSharedMagic || old->layout_version != kSharedLayoutVersion || old->vanished.load() != 0)
+    return false;
+  bool any_idle = false;
+  for (const auto& e : old->mounts) {
+    if (e.token.load() == 0) continue;
+    if (e.pid.load() >= 0) return false;  // a mount that died without ending idle
+    any_idle = true;
+  }
+  for (const auto& o : old->redo_owner)
+    if (o.load() != 0) return false;
+  return any_idle;
+}
+
+void Pool::FreeIdleExits() {
+  for (int i = 0; i < kMaxMounts; i++) {
+    MountEntry& e = shared_->mounts[i];
+    if (i == mount_slot_ || e.token.load() == 0 || e.pid.load() >= 0 || MountAlive(i)) continue;
+    // Ended idle and now dead: it held no redo slot, lock or open count,
+    // so freeing its entry is all a clean close would have done. (Its
+    // liveness lock is free, so no one else frees or reuses it meanwhile
+    // but under this same check.)
+    uint64_t t = e.token.load();
+    if (e.pid.load() < 0 && e.token.compare_exchange_strong(t, 0)) e.pid.store(0);
+  }
+}
+
 Status Pool::RegisterMount() {
   token_ = shared_->next_token.fetch_add(1) + 1;
   const int64_t pid = ::getpid();
@@ -517,7 +586,10 @@ Status Pool::RegisterMount() {
     MountEntry& e = shared_->mounts[i];
     if (!TakeLiveLock(i)) continue;  // alive
     uint64_t dead = e.token.load();
-    if (dead != 0) {
+    if (dead != 0 && e.pid.load() < 0) {
+      // Ended idle (MarkIdleExit): nothing to recover.
+      e.token.store(0);
+    } else if (dead != 0) {
       // What it committed is made whole before its identity goes (its
       // redo slots name its token; holding its liveness lock, we see it
       // dead), and the pool stays dirty: it may have leaked space or left
@@ -623,6 +695,7 @@ Status Pool::Close() {
     // this one's recovery never finished (the open failed before
     // FinishOpen, e.g. on damage): leave the pool dirty so the next opener
     // runs recovery (and refuses again) instead of trusting the pool.
+    FreeIdleExits();
     bool stale = shared_->vanished.load() != 0 || needs_recovery_;
     for (auto& e : shared_->mounts) stale |= e.token.load() != 0;
     if (!stale) {

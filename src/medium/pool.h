@@ -68,6 +68,10 @@ class Pool {
   static Result<std::unique_ptr<Pool>> Open(const std::string& path, const OpenOptions& opt = {});
   // Checks a header image; used by Open and by tests on damaged images.
   static Status ValidateHeader(const format::PoolHeader& h, uint64_t file_size);
+  // Checks, without mounting, that `path` is a pool this process would
+  // open: not a symbolic link, not planted (pool_access.h), a valid header.
+  // The same errors and messages as Open.
+  static Status Probe(const std::string& path);
 
   ~Pool();
   Pool(const Pool&) = delete;
@@ -87,6 +91,13 @@ class Pool {
   // Only the calling thread may exist (pthread_atfork child handler). On
   // error the copy is unusable and must only be abandoned.
   Status AfterFork();
+  // A process whose mount holds nothing — no open file, no map, no redo
+  // slot or lock, no call in progress (the caller, the shim, knows) — and
+  // that is about to end without Close: exec (on: before it, off again if
+  // it fails) or _exit. Its entry is marked idle, so that the last close
+  // and later mounts free it as if it had closed cleanly, instead of leaving
+  // the pool for recovery.
+  void MarkIdleExit(bool on);
   // True while the mount in `slot` is alive: it holds its liveness lock.
   // A mount that cannot be checked counts as alive (never steal a live
   // mount's locks).
@@ -130,6 +141,11 @@ class Pool {
   // Takes a slot in SharedState::mounts for this mount (fd_ must be open):
   // a free one, or else a dead mount's.
   Status RegisterMount();
+  // Frees the entries of dead mounts that ended idle (MarkIdleExit).
+  void FreeIdleExits();
+  // Exclusive open, before the shared state is rebuilt: true if the old
+  // segment shows that every mount ended cleanly or idle.
+  static bool EndedIdle(const SharedState* old);
   bool TakeLiveLock(int slot);
   void DropLiveLock(int slot);
   Status MapShared();
@@ -148,6 +164,10 @@ class Pool {
   const char* fs_kind_ = "file";
   bool exclusive_ = false;
   bool needs_recovery_ = false;
+  // Exclusive open: the previous mounts all ended (every one closed or
+  // ended idle, MarkIdleExit), so a dirty flag left by an idle end needs
+  // no recovery.
+  bool ended_idle_ = false;
   bool open_lock_held_ = false;
   bool closed_ = false;
   int replayed_ = 0;

@@ -545,6 +545,26 @@ void Shim::SyncAll() {
   for (auto& d : all) (void)d->fsys->Fsync(*d->file);
 }
 
+// ---------------------------------------------------------------- ending
+
+bool Shim::HoldsNothing() {
+  {
+    std::shared_lock<std::shared_mutex> g(mu_);
+    for (int b = 0; b < kL1; b++) {
+      DescRef* blk = table_[b].load();
+      if (blk == nullptr) continue;
+      for (int i = 0; i < kL2; i++)
+        if (blk[i]) return false;
+    }
+  }
+  return MappedDescs().empty();
+}
+
+void Shim::MarkIdleExit(bool on) {
+  if (!enabled_ || !fs_ || down_.load()) return;
+  fs_->mount().pool().MarkIdleExit(on);
+}
+
 // ---------------------------------------------------------------- handoff
 
 void Shim::Handoff() {

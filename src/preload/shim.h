@@ -118,6 +118,12 @@ class Shim {
   // Before fork/vfork/posix_spawn/system/popen/exec: move every
   // description's offset into the kernel and write its adoption record.
   void Handoff();
+  // True if this process holds nothing of the pool that it must give back
+  // before it ends: no mapfs descriptor, no map of a mapfs file.
+  bool HoldsNothing();
+  // MarkIdleExit of the process's mount (medium/pool.h), when it holds
+  // nothing: before exec (on, then off if exec fails) and at _exit.
+  void MarkIdleExit(bool on);
   // In the child of fork(): own mount identity, own open counts.
   void AfterForkChild();
 

@@ -43,4 +43,22 @@ printf '\x01' | dd of="$dir/damaged" bs=1 seek=40 conv=notrunc 2>/dev/null
 "$MAPFS" fsck "$dir/damaged" 2>"$dir/err" && fail "damaged header accepted"
 grep -q "checksum" "$dir/err" || fail "damaged message: $(cat "$dir/err")"
 "$MAPFS" frobnicate 2>/dev/null; [ $? -eq 2 ] || fail "unknown verb exit code"
+
+# mapfs run refuses what would route nothing (or everything), once, clearly.
+run_refused() {  # run_refused EXIT_CODE MESSAGE ARGS...
+  local code=$1 msg=$2; shift 2
+  "$MAPFS" run "$@" -- true 2>"$dir/err"
+  [ $? -eq "$code" ] || fail "run $* exit code"
+  grep -q -- "$msg" "$dir/err" || fail "run $* message: $(cat "$dir/err")"
+}
+run_refused 2 "cannot be /" --pool "$dir/p" --mount /
+run_refused 2 "must be an absolute path" --pool "$dir/p" --mount rel
+run_refused 2 "must be a normal path" --pool "$dir/p" --mount /a/../b
+run_refused 2 "must not end with /" --pool "$dir/p" --mount /m/
+run_refused 2 "needs a value" --pool "$dir/p" --mount
+run_refused 1 "not a mapfs pool" --pool "$dir/junk"
+ln -s "$dir/p" "$dir/link"
+run_refused 1 "symbolic link" --pool "$dir/link"
+"$MAPFS" run --pool "$dir/p" --mount /m -- sh -c 'echo x > /m/f' || fail "run with a good prefix"
+[ "$("$MAPFS" cat "$dir/p" /f)" = x ] || fail "run wrote nothing through /m"
 echo "cli ok"
