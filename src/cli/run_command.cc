@@ -17,7 +17,12 @@
 namespace mapfs::cli {
 namespace {
 
-// libmapfs-preload.so sits in ../lib next to bin/mapfs.
+#ifndef MAPFS_INSTALL_LIBDIR
+#define MAPFS_INSTALL_LIBDIR "lib"
+#endif
+
+// libmapfs-preload.so relative to bin/mapfs: installed, in LIBDIR/mapfs/
+// under the same prefix; in the build tree, in lib/.
 std::string ShimPath() {
   if (const char* p = std::getenv("MAPFS_PRELOAD_LIB")) return p;
   char exe[PATH_MAX];
@@ -26,9 +31,12 @@ std::string ShimPath() {
   exe[n] = '\0';
   std::string dir(exe);
   dir = dir.substr(0, dir.rfind('/'));
-  std::string lib = dir.substr(0, dir.rfind('/')) + "/lib/libmapfs-preload.so";
-  struct stat st;
-  return ::stat(lib.c_str(), &st) == 0 ? lib : "";
+  std::string prefix = dir.substr(0, dir.rfind('/'));
+  for (std::string lib : {prefix + "/" MAPFS_INSTALL_LIBDIR "/mapfs/libmapfs-preload.so", prefix + "/lib/libmapfs-preload.so"}) {
+    struct stat st;
+    if (::stat(lib.c_str(), &st) == 0) return lib;
+  }
+  return "";
 }
 
 std::string Absolute(const std::string& p) {
