@@ -59,6 +59,10 @@ run_refused 2 "needs a value" --pool "$dir/p" --mount
 run_refused 1 "not a mapfs pool" --pool "$dir/junk"
 ln -s "$dir/p" "$dir/link"
 run_refused 1 "symbolic link" --pool "$dir/link"
-"$MAPFS" run --pool "$dir/p" --mount /m -- sh -c 'echo x > /m/f' || fail "run with a good prefix"
-[ "$("$MAPFS" cat "$dir/p" /f)" = x ] || fail "run wrote nothing through /m"
+# With a good prefix the program runs under the shim (which sanitized
+# builds do not build: there the refusals above are all this can check).
+if [ -e "$(dirname "$MAPFS")/../lib/libmapfs-preload.so" ]; then
+  "$MAPFS" run --pool "$dir/p" --mount /m -- sh -c 'echo x > /m/f' || fail "run with a good prefix"
+  [ "$("$MAPFS" cat "$dir/p" /f)" = x ] || fail "run wrote nothing through /m"
+fi
 echo "cli ok"
