@@ -33,4 +33,17 @@ cmake -S "$src/examples" -B "$tmp/ex" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$tmp/ex" >/dev/null
 [ "$("$tmp/ex/hello" "$pool")" = "hello from mapfs" ] || { echo "FAIL: example built with find_package"; exit 1; }
 "$m" fsck "$pool" >/dev/null
+# The Debian package: cpack into a temp dir, unpacked with dpkg -x (never
+# installed system-wide), and the CLI run from the unpacked tree.
+cpack -G DEB --config "$build/CPackConfig.cmake" -B "$tmp/deb" >"$tmp/log" 2>&1 || { echo "FAIL: cpack: $(cat "$tmp/log")"; exit 1; }
+deb=$(ls "$tmp"/deb/mapfs_*.deb 2>/dev/null | head -n 1)
+[ -n "$deb" ] || { echo "FAIL: no .deb: $(cat "$tmp/log")"; exit 1; }
+dpkg-deb -f "$deb" Depends | grep -q libfuse3-3 || { echo "FAIL: the .deb does not depend on libfuse3-3"; exit 1; }
+dpkg -x "$deb" "$tmp/root"
+d=$tmp/root/usr/bin/mapfs
+rm -f "$pool"
+"$d" mkfs "$pool" --size 64M >/dev/null
+echo packaged | "$d" put "$pool" - /c
+[ "$("$d" cat "$pool" /c)" = packaged ] || { echo "FAIL: put/cat from the unpacked .deb"; exit 1; }
+"$d" fsck "$pool" >/dev/null
 echo "1 passed, 0 failed"
