@@ -61,7 +61,9 @@ int mapfs_mkfs(const char *pool, const struct mapfs_mkfs_options *opt);
 
 /* Mounts a pool (opt may be NULL). NULL + errno on failure. */
 mapfs_t *mapfs_mount(const char *pool, const struct mapfs_options *opt);
-/* Closes every descriptor and directory stream left open and unmounts. */
+/* Closes every descriptor and directory stream left open and unmounts. A
+ * stream it closed reads as closed (mapfs_readdir: NULL, errno EBADF); its
+ * handle stays allocated until mapfs_closedir, which frees it and returns 0. */
 int mapfs_unmount(mapfs_t *fs);
 
 int mapfs_open(mapfs_t *fs, const char *path, int flags, ... /* mode_t mode */);

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <set>
 #include <shared_mutex>
 #include <string>
 #include <vector>
@@ -60,8 +61,9 @@ using DescRef = std::shared_ptr<Description>;
 
 struct mapfs_fs {
   std::unique_ptr<FileSystem> fs;
-  std::shared_mutex mu;  // the descriptor table
+  std::shared_mutex mu;  // the descriptor table and the directory streams
   std::vector<DescRef> fds;
+  std::set<mapfs_dir*> dirs;  // open streams, closed by mapfs_unmount
 
   DescRef Get(int fd) {
     std::shared_lock<std::shared_mutex> g(mu);
@@ -81,8 +83,10 @@ struct mapfs_fs {
   }
 };
 
+// A directory stream. mapfs_unmount closes it (drops its description and
+// its file system); the handle itself stays valid until mapfs_closedir.
 struct mapfs_dir {
-  mapfs_t* fs;
+  mapfs_t* fs;  // null once the file system was unmounted
   DescRef d;
   mapfs::fs::DirStream stream;
 };
@@ -168,6 +172,11 @@ int mapfs_unmount(mapfs_t* fs) {
   {
     std::unique_lock<std::shared_mutex> g(fs->mu);
     fs->fds.clear();
+    for (mapfs_dir* d : fs->dirs) {
+      d->d.reset();
+      d->fs = nullptr;
+    }
+    fs->dirs.clear();
   }
   Status st = fs->fs->Unmount();
   delete fs;
@@ -409,12 +418,18 @@ mapfs_dir_t* mapfs_opendir(mapfs_t* fs, const char* path) {
   }
   d->fs = fs;
   d->d = std::make_shared<Description>(fs->fs.get(), std::move(*f));
+  std::unique_lock<std::shared_mutex> g(fs->mu);
+  fs->dirs.insert(d);
   return d;
 }
 
 struct dirent* mapfs_readdir(mapfs_dir_t* d) {
   if (d == nullptr) {
     FailErrno(EBADF, "null directory stream");
+    return nullptr;
+  }
+  if (d->fs == nullptr) {
+    FailErrno(EBADF, "directory stream closed by mapfs_unmount");
     return nullptr;
   }
   Status st;
@@ -425,6 +440,10 @@ struct dirent* mapfs_readdir(mapfs_dir_t* d) {
 
 int mapfs_closedir(mapfs_dir_t* d) {
   if (d == nullptr) return FailErrno(EBADF, "null directory stream");
+  if (d->fs != nullptr) {
+    std::unique_lock<std::shared_mutex> g(d->fs->mu);
+    d->fs->dirs.erase(d);
+  }
   delete d;
   return 0;
 }

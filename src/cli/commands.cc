@@ -1,5 +1,7 @@
 #include "cli/commands.h"
 
+#include <sys/stat.h>
+#include <grp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,9 +32,11 @@ const char* ModeName(uint32_t m) {
 }  // namespace
 
 int Mkfs(const std::vector<std::string>& args) {
-  Parsed p = Parse(args, {"--size", "--page", "--mode", "--top-level"}, {});
+  Parsed p = Parse(args, {"--size", "--page", "--mode", "--top-level", "--perm", "--group"}, {"--reserve"});
   if (!p.error.empty() || p.pos.size() != 1 || !p.Has("--size")) {
-    std::fprintf(stderr, "usage: mapfs mkfs POOL --size SIZE [--page 4k|2m] [--mode posix|sync|strict] [--top-level N]%s%s\n",
+    std::fprintf(stderr,
+                 "usage: mapfs mkfs POOL --size SIZE [--page 4k|2m] [--mode posix|sync|strict] [--top-level N] "
+                 "[--reserve] [--perm OCTAL] [--group GROUP]%s%s\n",
                  p.error.empty() ? "" : "\nmapfs mkfs: ", p.error.c_str());
     return 2;
   }
@@ -58,15 +62,73 @@ int Mkfs(const std::vector<std::string>& args) {
       return Fail("mkfs", Status::Error(EINVAL, "--top-level must be 4..11"));
     co.top_level = static_cast<uint32_t>(v);
   }
+  co.reserve = p.Has("--reserve");
+  if (auto* perm = p.Get("--perm")) {
+    char* end = nullptr;
+    long v = std::strtol(perm->c_str(), &end, 8);
+    if (end == perm->c_str() || *end != '\0' || v < 0 || v > 0777 || (v & 0600) != 0600)
+      return Fail("mkfs", Status::Error(EINVAL, "--perm must be octal rights that include 0600 (e.g. 0660 to share with the group)"));
+    co.file_mode = static_cast<uint32_t>(v);
+  }
+  if (auto* group = p.Get("--group")) {
+    struct group* g = ::getgrnam(group->c_str());
+    char* end = nullptr;
+    long v = std::strtol(group->c_str(), &end, 10);
+    if (g != nullptr) co.group = g->gr_gid;
+    else if (end != group->c_str() && *end == '\0' && v >= 0) co.group = v;
+    else return Fail("mkfs", Status::Error(EINVAL, "--group: no such group: " + *group));
+  }
   Status st = medium::Pool::Create(p.pos[0], co);
   if (!st.ok()) return Fail("mkfs", st);
   // The first mount formats the file system (superblock, inodes, root).
   auto fs = fs::FileSystem::Mount(p.pos[0]);
   if (!fs.ok()) return Fail("mkfs", p.pos[0], fs.status());
+  const medium::Pool& pool = (*fs)->mount().pool();
+  bool huge = pool.huge_pages(), device = std::strcmp(pool.fs_kind(), "devdax") == 0;
+  bool tmpfs = std::strcmp(pool.fs_kind(), "tmpfs") == 0;
+  std::string reason = pool.huge_reason();
   st = (*fs)->Unmount();
   if (!st.ok()) return Fail("mkfs", p.pos[0], st);
-  std::printf("formatted %s: %s, %s pages, mode %s\n", p.pos[0].c_str(), FormatSize(AlignDown(co.size, kChunkSize)).c_str(),
-              co.page_shift == 12 ? "4 KiB" : "2 MiB", ModeName(static_cast<uint32_t>(co.mode)));
+  std::string bytes = FormatSize(AlignDown(co.size, kChunkSize));
+  std::printf("formatted %s: %s, %s pages, mode %s, rights %04o\n", p.pos[0].c_str(), bytes.c_str(),
+              co.page_shift == 12 ? "4 KiB" : "2 MiB", ModeName(static_cast<uint32_t>(co.mode)), co.file_mode & 0666);
+  // Which pages the kernel will give (docs/PERFORMANCE.md, "2 MiB pages").
+  if (co.page_shift == 21 && huge)
+    std::printf("pages: 2 MiB huge pages (%s)\n", reason.c_str());
+  else if (co.page_shift == 21)
+    std::printf("pages: 2 MiB mappings over 4 KiB kernel pages (%s); for huge pages put the pool on a tmpfs "
+                "mounted huge=always (or huge=advise)\n", reason.c_str());
+  else
+    std::printf("pages: 4 KiB%s\n", huge ? " (this medium offers 2 MiB pages: --page 2m)" : "");
+  // What it costs in memory, and when (docs/FORMAT.md, "Memory").
+  if (device)
+    std::printf("memory: the device's own; no DRAM\n");
+  else if (co.reserve)
+    std::printf("memory: %s, all taken now (--reserve); freed pages stay with the pool until `mapfs trim`\n",
+                bytes.c_str());
+  else
+    std::printf("memory: up to %s%s, taken 2 MiB at a time as files first use it; freed pages stay with the pool "
+                "(reused without the kernel) until `mapfs trim`\n",
+                bytes.c_str(), tmpfs ? "" : " of page cache");
+  return 0;
+}
+
+int Trim(const std::vector<std::string>& args) {
+  Parsed p = Parse(args, {}, {});
+  if (!p.error.empty() || p.pos.size() != 1) {
+    std::fprintf(stderr, "usage: mapfs trim POOL\n");
+    return 2;
+  }
+  auto fs = fs::FileSystem::Mount(p.pos[0]);
+  if (!fs.ok()) return Fail("trim", fs.status());
+  auto n = (*fs)->mount().vm().pages().Trim();
+  Status st = (*fs)->Unmount();
+  if (!n.ok()) return Fail("trim", p.pos[0], n.status());
+  if (!st.ok()) return Fail("trim", p.pos[0], st);
+  struct stat sb {};
+  std::string held = ::stat(p.pos[0].c_str(), &sb) == 0 ? FormatSize(static_cast<uint64_t>(sb.st_blocks) * 512) : "?";
+  std::printf("trimmed %s: gave %s of free pages back; the pool now holds %s\n", p.pos[0].c_str(),
+              FormatSize(*n).c_str(), held.c_str());
   return 0;
 }
 
@@ -89,8 +151,8 @@ int Info(const std::vector<std::string>& args) {
   space::SpaceStats ss = m->space().Stats();
   const auto& pc = medium::CurrentPersistConfig();
   std::printf("pool            %s\n", pool.path().c_str());
-  std::printf("medium          %s, MAP_SYNC %s, huge pages %s\n", pool.fs_kind(), pool.map_sync() ? "yes" : "no",
-              pool.huge_pages() ? "available" : "not available");
+  std::printf("medium          %s, MAP_SYNC %s, huge pages %s (%s)\n", pool.fs_kind(), pool.map_sync() ? "yes" : "no",
+              pool.huge_pages() ? "available" : "not available", pool.huge_reason().c_str());
   std::printf("format          version %u, uuid %s\n", h.version, uuid);
   std::printf("size            %s (%" PRIu64 " bytes)\n", FormatSize(h.pool_size).c_str(), h.pool_size);
   std::printf("page size       %s\n", h.page_shift == 12 ? "4 KiB" : "2 MiB");

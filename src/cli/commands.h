@@ -11,6 +11,7 @@ namespace mapfs::cli {
 int Mkfs(const std::vector<std::string>& args);
 int Info(const std::vector<std::string>& args);
 int Fsck(const std::vector<std::string>& args);
+int Trim(const std::vector<std::string>& args);  // punch free pages
 int Bench(const std::vector<std::string>& args);  // mapfs bench (bench_command.cc)
 int Run(const std::vector<std::string>& args);  // mapfs run (run_command.cc)
 int Mount(const std::vector<std::string>& args);   // FUSE (mount_command.cc)

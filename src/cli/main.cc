@@ -12,8 +12,12 @@ void Usage(FILE* f) {
   std::fprintf(f,
                "usage: mapfs COMMAND [ARGS]\n"
                "\n"
-               "  mkfs POOL --size SIZE [--page 4k|2m] [--mode posix|sync|strict] [--top-level N]\n"
-               "                        format POOL (a file, a tmpfs file or a DAX device)\n"
+               "  mkfs POOL --size SIZE [--page 4k|2m] [--mode posix|sync|strict] [--top-level N] [--reserve]\n"
+               "       [--perm OCTAL] [--group GROUP]\n"
+               "                        format POOL (a file, a tmpfs file or a DAX device); --reserve\n"
+               "                        takes all its memory now, else 2 MiB at a time as it is used;\n"
+               "                        the pool file is 0600 unless --perm/--group share it\n"
+               "  trim POOL             give the memory of free pages back (freed pages are kept)\n"
                "  info POOL             format, sizes, space used and free, level occupancy\n"
                "  fsck POOL [--repair]  check every structure; --repair fixes what it can\n"
                "\n"
@@ -59,6 +63,7 @@ int main(int argc, char** argv) {
   }
   if (cmd == "mkfs") return mapfs::cli::Mkfs(args);
   if (cmd == "info") return mapfs::cli::Info(args);
+  if (cmd == "trim") return mapfs::cli::Trim(args);
   if (cmd == "fsck") return mapfs::cli::Fsck(args);
   if (cmd == "ls") return mapfs::cli::Ls(args);
   if (cmd == "cat") return mapfs::cli::Cat(args);

@@ -12,11 +12,17 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "medium/pool.h"
 
 namespace mapfs::cli {
 namespace {
 
-// libmapfs-preload.so sits in ../lib next to bin/mapfs.
+#ifndef MAPFS_INSTALL_LIBDIR
+#define MAPFS_INSTALL_LIBDIR "lib"
+#endif
+
+// libmapfs-preload.so relative to bin/mapfs: installed, in LIBDIR/mapfs/
+// under the same prefix; in the build tree, in lib/.
 std::string ShimPath() {
   if (const char* p = std::getenv("MAPFS_PRELOAD_LIB")) return p;
   char exe[PATH_MAX];
@@ -25,9 +31,12 @@ std::string ShimPath() {
   exe[n] = '\0';
   std::string dir(exe);
   dir = dir.substr(0, dir.rfind('/'));
-  std::string lib = dir.substr(0, dir.rfind('/')) + "/lib/libmapfs-preload.so";
-  struct stat st;
-  return ::stat(lib.c_str(), &st) == 0 ? lib : "";
+  std::string prefix = dir.substr(0, dir.rfind('/'));
+  for (std::string lib : {prefix + "/" MAPFS_INSTALL_LIBDIR "/mapfs/libmapfs-preload.so", prefix + "/lib/libmapfs-preload.so"}) {
+    struct stat st;
+    if (::stat(lib.c_str(), &st) == 0) return lib;
+  }
+  return "";
 }
 
 std::string Absolute(const std::string& p) {
@@ -35,6 +44,23 @@ std::string Absolute(const std::string& p) {
   char cwd[PATH_MAX];
   if (::getcwd(cwd, sizeof cwd) == nullptr) return p;
   return std::string(cwd) + "/" + p;
+}
+
+// Why `p` cannot be the shim's prefix, or "" if it can: an absolute,
+// normal path below the root (the shim compares paths with it textually).
+std::string BadPrefix(const std::string& p) {
+  if (p.empty() || p[0] != '/') return "must be an absolute path";
+  if (p == "/") return "cannot be / (every path would be the pool's, the program's own files too)";
+  if (p.size() >= PATH_MAX) return "is too long";
+  if (p.back() == '/') return "must not end with /";
+  for (size_t i = 0; i < p.size();) {
+    size_t j = p.find('/', i + 1);
+    if (j == std::string::npos) j = p.size();
+    std::string c = p.substr(i + 1, j - i - 1);
+    if (c.empty() || c == "." || c == "..") return "must be a normal path (no //, . or .. components)";
+    i = j;
+  }
+  return "";
 }
 
 }  // namespace
@@ -49,7 +75,11 @@ int Run(const std::vector<std::string>& args) {
       i++;
       break;
     }
-    if ((a == "--pool" || a == "--mount" || a == "--mode") && i + 1 < args.size()) {
+    if (a == "--pool" || a == "--mount" || a == "--mode") {
+      if (i + 1 >= args.size() || args[i + 1] == "--") {
+        std::fprintf(stderr, "mapfs run: %s needs a value\n", a.c_str());
+        return 2;
+      }
       (a == "--pool" ? pool : a == "--mount" ? mount : mode) = args[++i];
     } else if (a.rfind("--", 0) == 0) {
       std::fprintf(stderr, "mapfs run: unknown option %s\n", a.c_str());
@@ -67,9 +97,22 @@ int Run(const std::vector<std::string>& args) {
     std::fprintf(stderr, "mapfs run: --mode must be posix, sync or strict\n");
     return 2;
   }
+  if (!mount.empty()) {
+    std::string why = BadPrefix(mount);
+    if (!why.empty()) {
+      std::fprintf(stderr, "mapfs run: --mount %s: %s\n", mount.c_str(), why.c_str());
+      return 2;
+    }
+  }
   struct stat st;
   if (::stat(pool.c_str(), &st) != 0) {
     std::fprintf(stderr, "mapfs run: %s: %s (format one with 'mapfs mkfs')\n", pool.c_str(), std::strerror(errno));
+    return 1;
+  }
+  // Said once, here: the shim inside the program could only fail each
+  // call on the prefix.
+  if (Status ps = medium::Pool::Probe(pool); !ps.ok()) {
+    std::fprintf(stderr, "mapfs run: %s\n", ps.message().c_str());
     return 1;
   }
   std::string shim = ShimPath();

@@ -96,6 +96,11 @@ Status Dir::Split(const Path& path, uint64_t h_new, int need_new, meta::MetaTx* 
   PendBlock pb;
   MAPFS_RETURN_IF_ERROR(LoadPend(X, tx, &pb));
   std::vector<Head> heads;
+  // Slots claimed so far: every head, then each continuation slot once. A
+  // block whose heads share continuation slots (or point them at a head)
+  // is damaged; without this check the heads' usage could exceed the
+  // block and step 4 would pack them past the new block's image.
+  uint64_t claimed = pb.M | pb.P;
   for (uint64_t m = pb.M | pb.P; m; m &= m - 1) {
     Head hd;
     hd.slot = __builtin_ctzll(m);
@@ -110,6 +115,8 @@ Status Dir::Split(const Path& path, uint64_t h_new, int need_new, meta::MetaTx* 
     for (int k = 0; k < nc; k++) {
       int c = hd.img.cont[k];
       if (c < f::kFirstSlot || c >= f::kSlots) return Damaged(X, "long name with a bad continuation slot");
+      if (claimed & Bit(c)) return Damaged(X, "continuation slot shared with another entry");
+      claimed |= Bit(c);
       for (int w = 0; w < 8; w++) {
         uint64_t v;
         MAPFS_RETURN_IF_ERROR(ReadWord(SlotVoff(X, c) + 8 * w, view, &v));
@@ -189,6 +196,12 @@ Status Dir::Split(const Path& path, uint64_t h_new, int need_new, meta::MetaTx* 
   int next_slot = f::kFirstSlot;
   for (const Head& hd : heads) {
     if (hd.img.hash <= b) continue;
+    // Cannot trigger after step 1's check (distinct slots fit the block);
+    // kept so that no bytes are ever written past the image.
+    if (next_slot + hd.usage > f::kSlots) {
+      FreeParts(env_.space, parts);
+      return Damaged(X, "block holds more slots than it has");
+    }
     int to = next_slot++;
     f::Slot s = hd.img;
     int nc = hd.usage - 1;
@@ -207,10 +220,6 @@ Status Dir::Split(const Path& path, uint64_t h_new, int need_new, meta::MetaTx* 
     }
     if (hd.pend) y_pend |= Bit(to);
     moves.push_back({hd.slot, to, hd.media, hd.pend});
-  }
-  if (next_slot > f::kSlots) {
-    FreeParts(env_.space, parts);
-    return Damaged(X, "block holds more slots than it has");
   }
   yb->bitmap = y_media;  // committed contents only; the pending ones follow the caller's tx
 

@@ -26,7 +26,6 @@ using meta::format::PartWord;
 namespace {
 uint64_t PartBytes(int level) { return kPageSize << (3 * level); }
 uint64_t PagesFor(uint64_t bytes) { return (bytes + kPageSize - 1) / kPageSize; }
-constexpr uint64_t kDiscardMin = 64 * 1024;  // zero larger ranges by punching pages
 }  // namespace
 
 int64_t NowNs() {
@@ -80,41 +79,71 @@ Status FileData::Prepare(const Inode* in, uint64_t off, uint64_t n) {
   if (n == 0) return Status::Ok();
   uint64_t w = in->part;
   uint64_t v = PartVoff(w) + off;
-  return PartLevel(w) >= 3 ? vm_->Populate(v, n) : vm_->Map(v, n);
+  if (PartLevel(w) < 3) return vm_->Map(v, n);
+  // Fresh pages below the durable size are holes and must read as zero;
+  // from the size up they are past the end, which every size increase
+  // zeroes or writes before publishing it (zero on extend).
+  uint64_t base = PartVoff(w);
+  return vm_->Populate(v, n, vm::ZeroRange{base, base + medium::Load64(&in->size)});
+}
+
+void FileData::CopyIn(uint64_t voff, const void* buf, size_t n) {
+  const char* src = static_cast<const char*>(buf);
+  while (n > 0) {
+    uint64_t run = 0;
+    char* dst = vm_->PoolRun(voff, n, &run);
+    if (dst == nullptr) {  // not backed: the region faults it in
+      medium::CopyNt(vm_->at(voff), src, n);
+      return;
+    }
+    medium::CopyNt(dst, src, run);
+    voff += run, src += run, n -= run;
+  }
+}
+
+void FileData::CopyWithin(uint64_t dst, uint64_t src, uint64_t n) {
+  while (n > 0) {
+    uint64_t run = 0;
+    const char* from = vm_->PoolRun(src, n, &run);
+    if (from == nullptr) {  // not backed: the region faults it in
+      CopyIn(dst, vm_->at(src), n);
+      return;
+    }
+    CopyIn(dst, from, run);
+    dst += run, src += run, n -= run;
+  }
 }
 
 Status FileData::Zero(const Inode* in, uint64_t from, uint64_t to) {
   if (from >= to || in->part == 0) return Status::Ok();
   to = std::min(to, Capacity(in));
   if (from >= to) return Status::Ok();
-  uint64_t base = PartVoff(in->part);
-  if (to - from < kDiscardMin) {
-    MAPFS_RETURN_IF_ERROR(Prepare(in, from, to - from));
-    medium::ZeroNt(vm_->at(base + from), to - from);
-    return Status::Ok();
-  }
-  uint64_t a = AlignUp(from, kPageSize), b = AlignDown(to, kPageSize);
-  if (a > from) {
-    MAPFS_RETURN_IF_ERROR(Prepare(in, from, a - from));
-    medium::ZeroNt(vm_->at(base + from), a - from);
-  }
-  if (to > b) {
-    MAPFS_RETURN_IF_ERROR(Prepare(in, b, to - b));
-    medium::ZeroNt(vm_->at(base + b), to - b);
-  }
-  // Whole pages: unbacked ones already read as zero.
-  return vm_->Discard(base + a, b - a);
+  // Backed bytes are zeroed in place; unbacked pages read as zero already
+  // and are zeroed when backed below the size (Prepare).
+  return vm_->Discard(PartVoff(in->part) + from, to - from);
 }
 
 void FileData::PublishSize(Inode* in, uint64_t size, Mode mode, bool data_fenced) {
-  if (size > in->size) medium::Store64(&in->size, size);
-  int64_t now = NowNs();
-  medium::Store64(reinterpret_cast<uint64_t*>(&in->mtime_ns), static_cast<uint64_t>(now));
-  medium::Store64(reinterpret_cast<uint64_t*>(&in->ctime_ns), static_cast<uint64_t>(now));
-  if (mode != Mode::kPosix) {
-    if (!data_fenced) medium::Fence();
-    medium::Persist(in, 64);  // size, mtime and ctime share the first line
+  bool grows = size > in->size;
+  auto now = static_cast<uint64_t>(NowNs());
+  auto* mtime = reinterpret_cast<uint64_t*>(&in->mtime_ns);
+  auto* ctime = reinterpret_cast<uint64_t*>(&in->ctime_ns);
+  if (mode == Mode::kPosix) {  // durable at fsync or close
+    if (grows) medium::Store64(&in->size, size);
+    medium::Store64(mtime, now);
+    medium::Store64(ctime, now);
+    return;
   }
+  // A larger size must not be durable before the data; when the size
+  // stays, one fence makes the data and the times durable together (no
+  // mode promises times atomic with the data). Size, mtime and ctime share
+  // the inode's first line; non-temporal stores make it durable at the
+  // fence without a write-back of the line.
+  if (!data_fenced && grows) medium::Fence();
+  if (grows) medium::StoreNt64(&in->size, size);
+  medium::StoreNt64(mtime, now);
+  medium::StoreNt64(ctime, now);
+  medium::Fence();
 }
 
 // Small partitions (below L3) share 2 MiB chunks with their neighbours;
@@ -131,15 +160,19 @@ Status FileData::MoveByCopy(Inode* in, uint64_t in_voff, int level, uint64_t kee
   uint64_t cap = PartBytes(level);
   uint64_t fill = std::min(keep, cap);
   if (patch) fill = std::max(fill, patch->off + patch->n);
-  Status st = fill == 0 ? Status::Ok() : level >= 3 ? vm_->Populate(*nv, fill) : vm_->Map(*nv, fill);
+  // Bytes the copy below does not cover must read as zero (a size set past
+  // the old partition); fresh pages past the new size need nothing.
+  uint64_t copied = old != 0 && keep > 0 ? std::min({keep, cap, PartBytes(PartLevel(old))}) : 0;
+  Status st = fill == 0    ? Status::Ok()
+              : level >= 3 ? vm_->Populate(*nv, fill, vm::ZeroRange{*nv + AlignDown(copied, kPageSize), *nv + new_size})
+                           : vm_->Map(*nv, fill);
   if (st.ok() && old != 0 && keep > 0) st = vm_->Map(PartVoff(old), std::min(keep, PartBytes(PartLevel(old))));
   if (!st.ok()) {
     (void)space_->Free(*nv);
     return st;
   }
-  char* dst = vm_->at(*nv);
-  if (old != 0 && keep > 0) medium::CopyNt(dst, vm_->at(PartVoff(old)), std::min({keep, cap, PartBytes(PartLevel(old))}));
-  if (patch) medium::CopyNt(dst + patch->off, patch->data, patch->n);
+  if (old != 0 && keep > 0) CopyWithin(*nv, PartVoff(old), std::min({keep, cap, PartBytes(PartLevel(old))}));
+  if (patch) CopyIn(*nv + patch->off, patch->data, patch->n);
   medium::Fence();
   meta::MetaTx tx(pool_, vm_);
   st = tx.Store64(in_voff + offsetof(Inode, part), PartWord(*nv, level));
@@ -176,11 +209,13 @@ Status FileData::Grow(Inode* in, uint64_t in_voff, uint64_t need, bool mapped) {
   } else if (PartLevel(old) < 3 && !mapped) {
     return MoveByCopy(in, in_voff, level, size, nullptr, size);
   } else {
+    // Everything that can fail before the swap is checked before the
+    // allocation, and the swap's failure frees it: no error leaks it.
+    auto off = vm_->Translate(in_voff + offsetof(Inode, part));
+    if (!off.ok()) return off.status();
     auto nv = space_->Alloc(level);
     if (!nv.ok()) return nv.status();
     medium::Tx tx;
-    auto off = vm_->Translate(in_voff + offsetof(Inode, part));
-    if (!off.ok()) return off.status();
     tx.Put64(*off, PartWord(*nv, level));
     Status st = vm_->Pswap(PartVoff(old), *nv, pages, &tx, mapped);
     if (!st.ok()) {
@@ -195,12 +230,13 @@ Status FileData::Grow(Inode* in, uint64_t in_voff, uint64_t need, bool mapped) {
 Status FileData::Shrink(Inode* in, uint64_t in_voff, int level, uint64_t keep) {
   if (level < 3) return MoveByCopy(in, in_voff, level, keep, nullptr, keep);
   uint64_t old = in->part;
-  auto nv = space_->Alloc(level);
-  if (!nv.ok()) return nv.status();
-  medium::Tx tx;
+  // As in Grow: translate first, so that no error path leaks the partition.
   auto part_off = vm_->Translate(in_voff + offsetof(Inode, part));
   auto size_off = vm_->Translate(in_voff + offsetof(Inode, size));
   if (!part_off.ok() || !size_off.ok()) return Status::Error(EUCLEAN, "inode not backed");
+  auto nv = space_->Alloc(level);
+  if (!nv.ok()) return nv.status();
+  medium::Tx tx;
   tx.Put64(*part_off, PartWord(*nv, level));
   tx.Put64(*size_off, keep);
   Status st = vm_->Pswap(PartVoff(old), *nv, PagesFor(keep), &tx);
@@ -226,23 +262,18 @@ Result<size_t> FileData::Read(const Inode* in, void* buf, size_t n, uint64_t off
   // Data past the partition (a size set by truncate beyond it) is a hole.
   uint64_t cap = PartBytes(PartLevel(w));
   uint64_t in_part = off < cap ? std::min<uint64_t>(n, cap - off) : 0;
-  if (PartLevel(w) < 3 && vm_->Backed(base + off, in_part)) {
-    MAPFS_RETURN_IF_ERROR(vm_->Map(base + off, in_part));
-    std::memcpy(dst, vm_->at(base + off), in_part);
-  } else {
-    // Files may have holes: copy backed runs, zero the rest, so that reading
-    // a hole does not allocate it (nor fault, where it cannot be allocated:
-    // a full or damaged pool).
-    uint64_t p = off, end = off + in_part;
-    while (p < end) {
-      uint64_t stop = std::min(end, AlignDown(p, kChunkSize) + kChunkSize);
-      if (!vm_->Backed(base + p, stop - p)) stop = std::min(end, AlignDown(p, kPageSize) + kPageSize);
-      if (vm_->Backed(base + p, stop - p)) {
-        MAPFS_RETURN_IF_ERROR(vm_->Map(base + p, stop - p));
-        std::memcpy(dst + (p - off), vm_->at(base + p), stop - p);
-      } else {
-        std::memset(dst + (p - off), 0, stop - p);
-      }
+  // Files may have holes: copy backed runs (through the pool view), zero
+  // the rest, so that reading a hole does not allocate it (nor fault, where
+  // it cannot be allocated: a full or damaged pool).
+  uint64_t p = off, end = off + in_part;
+  while (p < end) {
+    uint64_t run = 0;
+    if (const char* src = vm_->PoolRun(base + p, end - p, &run)) {
+      std::memcpy(dst + (p - off), src, run);
+      p += run;
+    } else {
+      uint64_t stop = std::min(end, AlignDown(p, kPageSize) + kPageSize);
+      std::memset(dst + (p - off), 0, stop - p);
       p = stop;
     }
   }
@@ -261,21 +292,20 @@ Result<size_t> FileData::Write(Inode* in, uint64_t in_voff, const void* buf, siz
     MAPFS_RETURN_IF_ERROR(StrictOverwrite(in, in_voff, buf, n, off, mapped, std::max(size, end)));
     return n;
   }
-  MAPFS_RETURN_IF_ERROR(Prepare(in, off, n));
+  // Within backed pages (most writes) there is nothing to prepare.
+  uint64_t run = 0;
+  char* dst = vm_->PoolRun(PartVoff(in->part) + off, n, &run);
+  if (run < n) MAPFS_RETURN_IF_ERROR(Prepare(in, off, n));
   if (off > size) MAPFS_RETURN_IF_ERROR(Zero(in, size, off));
-  if (end > size && PartLevel(in->part) >= 3) {
-    // Growing into a 2 MiB chunk of its own for the first time: take the
-    // chunk's page faults at once (appends would take one per page).
-    uint64_t c = AlignDown(end - 1, kChunkSize);
-    if (size == 0 || AlignDown(size - 1, kChunkSize) != c)
-      vm_->Prefault(PartVoff(in->part) + c, std::min(kChunkSize, Capacity(in) - c));
-  }
-  medium::CopyNt(vm_->at(PartVoff(in->part) + off), buf, n);
-  bool fenced = false;
-  if (mode != Mode::kPosix) {
-    medium::Fence();
-    fenced = true;
-  }
+  if (run == n)
+    medium::CopyNt(dst, buf, n);
+  else
+    CopyIn(PartVoff(in->part) + off, buf, n);
+  // Pages past the old end may hold a former file's bytes until written:
+  // the new size must not become durable before the data, in posix mode
+  // too. An overwrite needs no fence of its own (PublishSize's covers it).
+  bool fenced = end > size;
+  if (fenced) medium::Fence();
   PublishSize(in, std::max(size, end), mode, fenced);
   return n;
 }
@@ -335,7 +365,8 @@ Status FileData::StrictOverwrite(Inode* in, uint64_t in_voff, const void* buf, s
   auto st = space_->Alloc(level);
   if (!st.ok()) return st.status();
   uint64_t sv = *st + lead;
-  Status s = level >= 3 ? vm_->Populate(sv, span) : vm_->Map(sv, span);
+  // The staging pages are written whole below: no zeroing.
+  Status s = level >= 3 ? vm_->Populate(sv, span, vm::ZeroRange{0, 0}) : vm_->Map(sv, span);
   if (s.ok()) s = Prepare(in, p0, span);
   if (!s.ok()) {
     (void)space_->Free(*st);

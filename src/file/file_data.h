@@ -13,12 +13,18 @@
 // the pool.
 //
 // Invariant (zero on extend): bytes past the file size are undefined on the
-// medium. Every operation that moves the size up zeroes the bytes it exposes
-// and does not write itself, before the new size is published. So neither a
-// truncation nor a crashed write needs to clean up past the end.
+// medium, backed or not: pool pages are reused without being zeroed
+// (resident medium, vm/page_alloc.h), so a page past the end may hold a
+// deleted file's bytes. Every operation that moves the size up zeroes the
+// bytes it exposes and does not write itself, and makes them durable before
+// the new size can be. So neither a truncation nor a crashed write needs to
+// clean up past the end, and an append of whole pages zeroes nothing.
+// Below the size, an unbacked page is a hole and reads as zero; backing it
+// zeroes it first (Prepare), so a crash never shows a former owner's bytes.
 //
 // Consistency modes (DESIGN.md): posix writes data with non-temporal stores
-// and publishes the size without waiting; sync fences data, then persists
+// and publishes the size without waiting (but never before the data when
+// the size grows: see the invariant above); sync fences data, then persists
 // the size; strict makes each write all-or-nothing: appends publish the size
 // after the data, overwrites of up to strict_log_max bytes go through the
 // redo log, larger ones are written to a staging partition and swapped in.
@@ -119,6 +125,12 @@ class FileData {
                     uint64_t new_size);
   // Backs and maps [off, off+n) of the file's partition.
   Status Prepare(const meta::format::Inode* in, uint64_t off, uint64_t n);
+  // Copies n bytes into the region at `voff` (backed), through the pool
+  // view where the pool pages are contiguous (Vm::PoolRun): no page faults
+  // on ranges the region has just remapped.
+  void CopyIn(uint64_t voff, const void* buf, size_t n);
+  // The same from one backed range of the region to another.
+  void CopyWithin(uint64_t dst, uint64_t src, uint64_t n);
   // Zeroes [from, to) of the file (both inside the partition).
   Status Zero(const meta::format::Inode* in, uint64_t from, uint64_t to);
   Status StrictOverwrite(meta::format::Inode* in, uint64_t in_voff, const void* buf, size_t n, uint64_t off, bool mapped,

@@ -215,17 +215,24 @@ Status FileSystem::Ftruncate(OpenFile& f, int64_t size) {
 
 Status FileSystem::Truncate(std::string_view path, int64_t size, uint64_t at) {
   if (size < 0) return Status::Error(EINVAL, "negative size");
-  auto w = Resolve(at, path, true);
-  if (!w.ok()) return w.status();
-  if (w->ino == 0) return Status::Error(ENOENT, "no such file or directory");
-  if (w->type == DT_DIR) return Status::Error(EISDIR, "is a directory");
-  OpenFile f;
-  f.ino = w->ino;
-  f.flags = O_WRONLY;
-  f.mode = default_mode_;
-  Inode* in = Ino(w->ino);
-  if (!S_ISREG(in->mode)) return Status::Error(EINVAL, "not a regular file");
-  return Ftruncate(f, size);
+  // The inode is pinned (open count) under its parent's lock, as an open
+  // pins it, so an unlink and a create that reuses the inode number cannot
+  // slip in between the lookup and the truncation.
+  for (;;) {
+    auto w = Resolve(at, path, true);
+    if (!w.ok()) return w.status();
+    if (w->ino == 0) return Status::Error(ENOENT, "no such file or directory");
+    if (w->type == DT_DIR) return Status::Error(EISDIR, "is a directory");
+    std::shared_ptr<OpenFile> f;
+    Status st = OpenExisting(*w, O_WRONLY, &f);
+    if (st.code() == EAGAIN) continue;
+    // Special files cannot be opened here; truncate(2) calls them EINVAL.
+    if (st.code() == ENXIO) return Status::Error(EINVAL, "not a regular file");
+    if (!st.ok()) return st;
+    st = Ftruncate(*f, size);
+    Status cl = Close(*f);
+    return st.ok() ? cl : st;
+  }
 }
 
 Status FileSystem::Fallocate(OpenFile& f, int mode, int64_t off, int64_t len) {

@@ -23,6 +23,7 @@
 #include "common/log.h"
 #include "common/units.h"
 #include "medium/persist.h"
+#include "medium/pool_access.h"
 
 #ifndef MAP_SYNC
 #define MAP_SYNC 0x80000
@@ -106,6 +107,16 @@ std::string TmpfsHugeOption(const std::string& path) {
   return best_opts.substr(pos + 5, end == std::string::npos ? std::string::npos : end - pos - 5);
 }
 
+// The selected value of /sys/kernel/mm/transparent_hugepage/shmem_enabled
+// ("never", "force", ...), or "" when unknown.
+std::string ShmemEnabled() {
+  std::ifstream f("/sys/kernel/mm/transparent_hugepage/shmem_enabled");
+  std::string line;
+  std::getline(f, line);
+  size_t a = line.find('['), b = line.find(']');
+  return a == std::string::npos || b == std::string::npos || b < a ? "" : line.substr(a + 1, b - a - 1);
+}
+
 struct FileInfo {
   uint64_t size = 0;
   bool is_device = false;
@@ -187,12 +198,16 @@ Status Pool::Create(const std::string& path, const CreateOptions& opt) {
   h.vspace_shift = 12 + 3 * h.top_level;
   if (h.meta_end + 4 * kChunkSize > size) return Status::Error(EINVAL, "pool too small for its metadata");
 
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::FromErrno("cannot create pool " + path);
+  if (opt.file_mode & ~0777u) return Status::Error(EINVAL, "pool mode must be read/write/execute bits only");
+  bool world_writable = false;  // judged again, with the file, once it is open
+  MAPFS_RETURN_IF_ERROR(CheckPoolDirectory(path, &world_writable));
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, opt.file_mode & 0666);
+  if (fd < 0) return OpenError("cannot create pool", path, errno);
   auto fi = Inspect(fd, path);
-  if (!fi.ok()) {
+  Status where = fi.ok() ? CheckPoolLocation(path, fd) : fi.status();
+  if (!where.ok()) {
     ::close(fd);
-    return fi.status();
+    return where;
   }
   if (fi->hugetlbfs) {
     ::close(fd);
@@ -202,16 +217,31 @@ Status Pool::Create(const std::string& path, const CreateOptions& opt) {
     ::close(fd);
     return Status::Error(EBUSY, path + ": pool is open by another process");
   }
+  if (!fi->is_device) {
+    // An existing file being formatted (no one has it open) gets the pool's rights too.
+    bool ok = opt.group < 0 || ::fchown(fd, static_cast<uid_t>(-1), static_cast<gid_t>(opt.group)) == 0;
+    if (!ok || ::fchmod(fd, opt.file_mode & 0666) != 0) {
+      Status st = Status::FromErrno("cannot set the rights of pool " + path);
+      ::close(fd);
+      return st;
+    }
+  }
   if (fi->is_device) {
     if (fi->size < size) {
       ::close(fd);
       return Status::Error(ENOSPC, path + ": device holds only " + FormatSize(fi->size));
     }
   } else {
-    // Truncating to zero first makes every page read as zero: the allocator
-    // relies on free pages being zero.
+    // Truncating to zero first makes every page read as zero (the metadata
+    // area relies on it; data pages are zeroed when used, vm/page_alloc.h).
     if (::ftruncate(fd, 0) != 0 || ::ftruncate(fd, static_cast<off_t>(size)) != 0) {
       Status st = Status::FromErrno("cannot size pool " + path);
+      ::close(fd);
+      return st;
+    }
+    if (opt.reserve && ::fallocate(fd, 0, 0, static_cast<off_t>(size)) != 0) {
+      Status st = Status::FromErrno("cannot reserve " + FormatSize(size) + " for pool " + path);
+      (void)::ftruncate(fd, 0);
       ::close(fd);
       return st;
     }
@@ -292,6 +322,28 @@ Status Pool::ValidateHeader(const format::PoolHeader& h, uint64_t file_size) {
 
 // ---------------------------------------------------------------- open
 
+Status Pool::Probe(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return OpenError("cannot open pool", path, errno);
+  Status st;
+  auto fi = Inspect(fd, path);
+  if (!fi.ok()) st = fi.status();
+  if (st.ok()) st = CheckPoolLocation(path, fd);
+  format::PoolHeader h{};
+  if (st.ok()) {
+    ssize_t n = ::pread(fd, &h, sizeof h, 0);
+    if (n < 0) st = Status::FromErrno("cannot read pool header of " + path);
+    else if (static_cast<size_t>(n) < sizeof h)
+      st = Status::Error(EINVAL, path + ": not a mapfs pool: file is only " + std::to_string(n) + " bytes");
+  }
+  if (st.ok()) {
+    Status v = ValidateHeader(h, fi->size);
+    if (!v.ok()) st = Status::Error(v.code(), path + ": " + v.message());
+  }
+  ::close(fd);
+  return st;
+}
+
 Result<std::unique_ptr<Pool>> Pool::Open(const std::string& path, const OpenOptions& opt) {
   std::unique_ptr<Pool> p(new Pool());
   p->opt_ = opt;
@@ -305,10 +357,11 @@ Result<std::unique_ptr<Pool>> Pool::Open(const std::string& path, const OpenOpti
 
 Status Pool::OpenImpl(const std::string& path) {
   path_ = path;
-  fd_ = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd_ < 0) return Status::FromErrno("cannot open pool " + path);
+  fd_ = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  if (fd_ < 0) return OpenError("cannot open pool", path, errno);
   auto fi = Inspect(fd_, path);
   if (!fi.ok()) return fi.status();
+  MAPFS_RETURN_IF_ERROR(CheckPoolLocation(path, fd_));
 
   format::PoolHeader h{};
   ssize_t n = ::pread(fd_, &h, sizeof h, 0);
@@ -345,19 +398,31 @@ Status Pool::OpenImpl(const std::string& path) {
   fs_kind_ = fi->is_device ? "devdax" : fi->tmpfs ? "tmpfs" : "file";
   if (fi->is_device) {
     huge_pages_ = true;
+    huge_reason_ = "device";
   } else if (fi->tmpfs) {
-    std::string huge = TmpfsHugeOption(path);
+    // A tmpfs file gets huge pages from its mount's huge= option (advise:
+    // with MADV_HUGEPAGE, which mapfs gives); shmem_enabled=force and deny
+    // override every mount.
+    std::string huge = TmpfsHugeOption(path), shmem = ShmemEnabled();
     huge_pages_ = huge == "always" || huge == "within_size" || huge == "advise";
+    huge_reason_ = "tmpfs huge=" + huge;
+    if (shmem == "force" || shmem == "deny") {
+      huge_pages_ = shmem == "force";
+      huge_reason_ = "shmem_enabled=" + shmem;
+    }
+  } else {
+    huge_reason_ = "not tmpfs or a device";
   }
   if (header().page_shift == 21 && huge_pages_) ::madvise(base_, mapped_, MADV_HUGEPAGE);
 
   MAPFS_RETURN_IF_ERROR(MapShared());
 
   MAPFS_RETURN_IF_ERROR(RegisterMount());
+  FreeIdleExits();
 
   if (exclusive_) {
     replayed_ = redo_.RecoverAll();
-    needs_recovery_ = Load64(&state()->dirty) != 0 || replayed_ > 0;
+    needs_recovery_ = (Load64(&state()->dirty) != 0 && !ended_idle_) || replayed_ > 0;
     if (needs_recovery_) {
       Store64(&state()->recoveries, Load64(&state()->recoveries) + 1);
       MAPFS_LOG("%s: not closed cleanly; recovering (%d redo records replayed)", path.c_str(), replayed_);
@@ -371,8 +436,37 @@ Status Pool::OpenImpl(const std::string& path) {
 
 Status Pool::MapShared() {
   shm_name_ = "/mapfs-" + Hex(header().uuid, 16);
-  int sfd = ::shm_open(shm_name_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (sfd < 0) return Status::FromErrno("shm_open " + shm_name_);
+  // The segment takes the pool's owner, group and mode; one that already
+  // exists is used only if no one but the pool's users could have made it.
+  struct stat pst {};
+  if (::fstat(fd_, &pst) != 0) return Status::FromErrno("fstat " + path_);
+  int sfd = ::shm_open(shm_name_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, pst.st_mode & 0600);
+  if (sfd >= 0) {
+    ShareLikePool(sfd, pst);
+  } else if (errno == EEXIST) {
+    sfd = ::shm_open(shm_name_.c_str(), O_RDWR | O_CLOEXEC, 0);
+    if (sfd < 0) return Status::FromErrno("shm_open " + shm_name_);
+    Status st = CheckSharedObject("shared-memory segment /dev/shm" + shm_name_, sfd, pst);
+    if (!st.ok()) {
+      ::close(sfd);
+      return st;
+    }
+  } else {
+    return Status::FromErrno("shm_open " + shm_name_);
+  }
+  if (exclusive_) {
+    // What the previous mounts left: if every one ended idle (the last
+    // one exec'd or _exit'ed holding nothing), the dirty flag they left
+    // asks for no recovery.
+    struct stat ost {};
+    if (::fstat(sfd, &ost) == 0 && static_cast<size_t>(ost.st_size) == sizeof(SharedState)) {
+      void* old = ::mmap(nullptr, sizeof(SharedState), PROT_READ, MAP_SHARED, sfd, 0);
+      if (old != MAP_FAILED) {
+        ended_idle_ = EndedIdle(static_cast<const SharedState*>(old));
+        ::munmap(old, sizeof(SharedState));
+      }
+    }
+  }
   if (exclusive_ && ::ftruncate(sfd, 0) != 0) {
     Status st = Status::FromErrno("ftruncate " + shm_name_);
     ::close(sfd);
@@ -430,6 +524,39 @@ bool Pool::MountAlive(int slot) const {
   return fl.l_type != F_UNLCK;
 }
 
+void Pool::MarkIdleExit(bool on) {
+  if (closed_ || shared_ == nullptr || mount_slot_ < 0 || owner_pid_ != ::getpid()) return;
+  const int64_t pid = ::getpid();
+  shared_->mounts[mount_slot_].pid.store(on ? -pid : pid);
+}
+
+bool Pool::EndedIdle(const SharedState* old) {
+  if (old->magic != kSharedMagic || old->layout_version != kSharedLayoutVersion || old->vanished.load() != 0)
+    return false;
+  bool any_idle = false;
+  for (const auto& e : old->mounts) {
+    if (e.token.load() == 0) continue;
+    if (e.pid.load() >= 0) return false;  // a mount that died without ending idle
+    any_idle = true;
+  }
+  for (const auto& o : old->redo_owner)
+    if (o.load() != 0) return false;
+  return any_idle;
+}
+
+void Pool::FreeIdleExits() {
+  for (int i = 0; i < kMaxMounts; i++) {
+    MountEntry& e = shared_->mounts[i];
+    if (i == mount_slot_ || e.token.load() == 0 || e.pid.load() >= 0 || MountAlive(i)) continue;
+    // Ended idle and now dead: it held no redo slot, lock or open count,
+    // so freeing its entry is all a clean close would have done. (Its
+    // liveness lock is free, so no one else frees or reuses it meanwhile
+    // but under this same check.)
+    uint64_t t = e.token.load();
+    if (e.pid.load() < 0 && e.token.compare_exchange_strong(t, 0)) e.pid.store(0);
+  }
+}
+
 Status Pool::RegisterMount() {
   token_ = shared_->next_token.fetch_add(1) + 1;
   const int64_t pid = ::getpid();
@@ -459,7 +586,10 @@ Status Pool::RegisterMount() {
     MountEntry& e = shared_->mounts[i];
     if (!TakeLiveLock(i)) continue;  // alive
     uint64_t dead = e.token.load();
-    if (dead != 0) {
+    if (dead != 0 && e.pid.load() < 0) {
+      // Ended idle (MarkIdleExit): nothing to recover.
+      e.token.store(0);
+    } else if (dead != 0) {
       // What it committed is made whole before its identity goes (its
       // redo slots name its token; holding its liveness lock, we see it
       // dead), and the pool stays dirty: it may have leaked space or left
@@ -565,6 +695,7 @@ Status Pool::Close() {
     // this one's recovery never finished (the open failed before
     // FinishOpen, e.g. on damage): leave the pool dirty so the next opener
     // runs recovery (and refuses again) instead of trusting the pool.
+    FreeIdleExits();
     bool stale = shared_->vanished.load() != 0 || needs_recovery_;
     for (auto& e : shared_->mounts) stale |= e.token.load() != 0;
     if (!stale) {

@@ -39,6 +39,13 @@ struct CreateOptions {
   uint32_t top_level = 0;        // 0 = derive from the size
   uint32_t redo_slots = 16;
   uint32_t redo_slot_size = 128 * 1024;
+  // Allocate the whole file's memory now (fallocate) instead of 2 MiB at a
+  // time as chunks are first used; ignored for a DAX device.
+  bool reserve = false;
+  // Rights of the pool file (regular files; a device keeps its own): only
+  // its owner by default. Sharing follows the pool file (docs/SECURITY.md).
+  uint32_t file_mode = 0600;
+  int64_t group = -1;  // a gid to give the pool file, -1 = the creator's
 };
 
 class Pool;
@@ -61,6 +68,10 @@ class Pool {
   static Result<std::unique_ptr<Pool>> Open(const std::string& path, const OpenOptions& opt = {});
   // Checks a header image; used by Open and by tests on damaged images.
   static Status ValidateHeader(const format::PoolHeader& h, uint64_t file_size);
+  // Checks, without mounting, that `path` is a pool this process would
+  // open: not a symbolic link, not planted (pool_access.h), a valid header.
+  // The same errors and messages as Open.
+  static Status Probe(const std::string& path);
 
   ~Pool();
   Pool(const Pool&) = delete;
@@ -80,6 +91,13 @@ class Pool {
   // Only the calling thread may exist (pthread_atfork child handler). On
   // error the copy is unusable and must only be abandoned.
   Status AfterFork();
+  // A process whose mount holds nothing — no open file, no map, no redo
+  // slot or lock, no call in progress (the caller, the shim, knows) — and
+  // that is about to end without Close: exec (on: before it, off again if
+  // it fails) or _exit. Its entry is marked idle, so that the last close
+  // and later mounts free it as if it had closed cleanly, instead of leaving
+  // the pool for recovery.
+  void MarkIdleExit(bool on);
   // True while the mount in `slot` is alive: it holds its liveness lock.
   // A mount that cannot be checked counts as alive (never steal a live
   // mount's locks).
@@ -97,6 +115,8 @@ class Pool {
   const std::string& path() const { return path_; }
   bool map_sync() const { return map_sync_; }     // mapped with MAP_SYNC (DAX)
   bool huge_pages() const { return huge_pages_; } // the file system gives 2 MiB pages
+  // Why (or why not): "tmpfs huge=always", "shmem_enabled=force", ...
+  const std::string& huge_reason() const { return huge_reason_; }
   const char* fs_kind() const { return fs_kind_; }
   bool exclusive_open() const { return exclusive_; }
   bool needs_recovery() const { return needs_recovery_; }
@@ -121,6 +141,11 @@ class Pool {
   // Takes a slot in SharedState::mounts for this mount (fd_ must be open):
   // a free one, or else a dead mount's.
   Status RegisterMount();
+  // Frees the entries of dead mounts that ended idle (MarkIdleExit).
+  void FreeIdleExits();
+  // Exclusive open, before the shared state is rebuilt: true if the old
+  // segment shows that every mount ended cleanly or idle.
+  static bool EndedIdle(const SharedState* old);
   bool TakeLiveLock(int slot);
   void DropLiveLock(int slot);
   Status MapShared();
@@ -135,9 +160,14 @@ class Pool {
   ino_t shm_ino_ = 0;  // identifies the segment we mapped (AfterFork)
   bool map_sync_ = false;
   bool huge_pages_ = false;
+  std::string huge_reason_;
   const char* fs_kind_ = "file";
   bool exclusive_ = false;
   bool needs_recovery_ = false;
+  // Exclusive open: the previous mounts all ended (every one closed or
+  // ended idle, MarkIdleExit), so a dirty flag left by an idle end needs
+  // no recovery.
+  bool ended_idle_ = false;
   bool open_lock_held_ = false;
   bool closed_ = false;
   int replayed_ = 0;

@@ -34,6 +34,9 @@ void Tx::PutBytes(uint64_t pool_off, const void* data, size_t len) {
 
 namespace {
 
+// `seq` of a committed slot (0: free or retired).
+constexpr uint64_t kCommitted = 1;
+
 uint32_t SlotCrc(const RedoSlotHeader* h, const uint64_t* payload) {
   uint32_t crc = Crc32c(&h->seq, sizeof h->seq);
   crc = Crc32c(&h->bytes, sizeof h->bytes, crc);
@@ -128,15 +131,25 @@ Status RedoLog::Commit(const Tx& tx) {
   auto* payload = reinterpret_cast<uint64_t*>(h + 1);
   // 1. Payload, durable before the header that validates it.
   CopyNt(payload, tx.buf_.data(), bytes);
-  // 2. Header with checksum: once durable, the transaction is committed.
+  // 2. Length and checksum (one 8-byte word), durable with the payload
+  //    before the sequence word: real PM tears a 64-byte header at 8
+  //    bytes, and retiring clears only `seq`, so a header written at once
+  //    could show the new seq beside the previous commit's length and crc,
+  //    which may validate over a payload whose prefix is the same.
   RedoSlotHeader nh{};
-  nh.seq = 1;
+  nh.seq = kCommitted;
   nh.bytes = static_cast<uint32_t>(bytes);
   nh.crc = SlotCrc(&nh, tx.buf_.data());
+  uint64_t len_crc;
+  static_assert(offsetof(RedoSlotHeader, crc) == offsetof(RedoSlotHeader, bytes) + 4);
+  std::memcpy(&len_crc, &nh.bytes, 8);
+  Store64(reinterpret_cast<uint64_t*>(&h->bytes), len_crc);
+  Flush(&h->bytes, 8);
   Fence();
-  Write(h, &nh, sizeof nh);
-  Persist(h, sizeof nh);
-  // 3. Apply (ends with a fence), 4. retire the record.
+  // 3. The sequence word: once durable, the transaction is committed.
+  Store64(&h->seq, nh.seq);
+  Persist(&h->seq, 8);
+  // 4. Apply (ends with a fence), 5. retire the record.
   ApplyRecords(pool_, tx.buf_.data(), bytes);
   Store64(&h->seq, 0);
   Persist(&h->seq, 8);

@@ -17,6 +17,7 @@
 //   RedoSlotHeader (64 bytes) | records: {u64 off, u64 len, data padded to 8}
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -26,6 +27,9 @@ namespace mapfs::medium {
 
 class Pool;
 
+// Commit order: payload, then the {bytes, crc} word, fence, then `seq` (one
+// 8-byte store) — so a durable nonzero seq always has its own length and
+// checksum beside it.
 struct RedoSlotHeader {
   uint64_t seq;        // nonzero while the slot holds a committed record set
   uint32_t bytes;      // payload bytes after the header
@@ -33,6 +37,7 @@ struct RedoSlotHeader {
   uint64_t reserved[6];
 };
 static_assert(sizeof(RedoSlotHeader) == 64);
+static_assert(offsetof(RedoSlotHeader, bytes) == 8 && offsetof(RedoSlotHeader, crc) == 12);
 
 class Tx {
  public:

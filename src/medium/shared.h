@@ -33,7 +33,7 @@ constexpr size_t kFsSharedBytes = 24 * 1024 * 1024;
 // O_CLOEXEC), is dead even though its pid may still run.
 struct MountEntry {
   std::atomic<uint64_t> token;  // 0 = free; otherwise unique per mount
-  std::atomic<int64_t> pid;     // registering process (diagnostics only)
+  std::atomic<int64_t> pid;     // registering process; negated: ended idle (Pool::MarkIdleExit)
 };
 
 // First liveness byte, far past any pool's data (OFD locks beyond the end of

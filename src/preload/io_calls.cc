@@ -52,6 +52,7 @@ ssize_t ReadAt(Desc& d, int fd, void* buf, size_t n, int64_t off) {
   CoreScope cs;
   Shim& s = Shim::Get();
   if (off < 0 && d.kernel_offset.load()) {
+    KernelOffsetLock pos(d, fd);
     int64_t cur = s.Offset(d, fd);
     auto r = d.fsys->Read(*d.file, buf, n, cur);
     if (!r.ok()) return Fail(r.status());
@@ -66,6 +67,7 @@ ssize_t WriteAt(Desc& d, int fd, const void* buf, size_t n, int64_t off) {
   CoreScope cs;
   Shim& s = Shim::Get();
   if (off < 0 && d.kernel_offset.load()) {
+    KernelOffsetLock pos(d, fd);
     bool append = d.file->flags & O_APPEND;
     int64_t cur = append ? -1 : s.Offset(d, fd);
     auto r = d.fsys->Write(*d.file, buf, n, cur);
@@ -117,6 +119,10 @@ int CloseMapfs(int fd) {
 
 int Dup3(int oldfd, int newfd, int flags, bool is_dup2) {
   Shim& s = Shim::Get();
+  // The shim's own descriptors are not the program's to replace or copy
+  // (close() refuses them too): replacing the pool's or the placeholder's
+  // would silently redirect later calls.
+  if (!in_core && (IsInternal(newfd) || IsInternal(oldfd))) return FailErrno(EBADF);
   DescRef d = MapfsFd(oldfd);
   if (!d) {
     if (in_core) return is_dup2 ? REAL(dup2)(oldfd, newfd) : REAL(dup3)(oldfd, newfd, flags);
@@ -282,6 +288,7 @@ MAPFS_EXPORT off_t lseek(int fd, off_t off, int whence) {
   if (DescRef d = MapfsFd(fd)) {
     CoreScope cs;
     Shim& s = Shim::Get();
+    KernelOffsetLock pos(*d, fd);
     if (d->kernel_offset.load()) d->file->offset = static_cast<uint64_t>(s.Offset(*d, fd));
     auto r = d->fsys->Seek(*d->file, off, whence);
     if (!r.ok()) return Fail(r.status());

@@ -1,6 +1,8 @@
 #include "preload/locks.h"
 
+#include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -8,6 +10,7 @@
 #include <string>
 
 #include "medium/pool.h"
+#include "medium/pool_access.h"
 #include "preload/calls.h"
 
 namespace mapfs::preload {
@@ -29,9 +32,26 @@ std::string LockFilePath(fs::FileSystem* f, const char* kind) {
   return std::string("/dev/shm/mapfs-") + hex + "." + kind;
 }
 
+// The lock files take the pool's owner, group and mode (medium/pool_access.h):
+// whoever may use the pool may lock in it, no one else. One that exists
+// already is used only if no one else could have made it. -1 + errno.
 int OpenLockFile(fs::FileSystem* f, const char* kind) {
   CoreScope cs;
-  return MoveHigh(REAL(open)(LockFilePath(f, kind).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666));
+  struct stat pool {};
+  if (::fstat(f->mount().pool().fd(), &pool) != 0) return -1;
+  std::string path = LockFilePath(f, kind);
+  int fd = REAL(open)(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd >= 0) {
+    medium::ShareLikePool(fd, pool);
+  } else if (errno == EEXIST) {
+    fd = REAL(open)(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0 && !medium::CheckSharedObject(path, fd, pool).ok()) {
+      REAL(close)(fd);
+      errno = EACCES;
+      return -1;
+    }
+  }
+  return fd < 0 ? -1 : MoveHigh(fd);
 }
 
 int ProcessLockFd(fs::FileSystem* f) {

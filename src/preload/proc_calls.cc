@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "common/log.h"
 #include "preload/calls.h"
 
 extern char** environ;
@@ -32,6 +33,42 @@ void HandoffIfNeeded() {
   if (in_core) return;
   Shim& s = Shim::Get();
   if (s.enabled()) s.Handoff();
+}
+
+// Around an exec that replaces this image: hands descriptors over, and
+// when the process holds nothing of the pool, marks its mount as ending
+// idle, so that its death at exec leaves the pool clean (a failed exec
+// takes the mark back). A process that holds descriptions keeps the old
+// rule: the pool is left for recovery to count its open files again.
+class ExecScope {
+ public:
+  ExecScope() {
+    HandoffIfNeeded();
+    if (in_core) return;
+    Shim& s = Shim::Get();
+    marked_ = s.enabled() && s.HoldsNothing();
+    if (marked_) s.MarkIdleExit(true);
+    else if (s.enabled()) MAPFS_LOG("exec with mapfs files open or mapped: the pool is left for recovery to count them");
+  }
+  ~ExecScope() {
+    int e = errno;
+    if (marked_) Shim::Get().MarkIdleExit(false);
+    errno = e;
+  }
+  ExecScope(const ExecScope&) = delete;
+  ExecScope& operator=(const ExecScope&) = delete;
+
+ private:
+  bool marked_ = false;
+};
+
+[[noreturn]] void ExitIdle(int status, void (*real)(int)) {
+  if (!in_core) {
+    Shim& s = Shim::Get();
+    if (s.enabled() && s.HoldsNothing()) s.MarkIdleExit(true);
+  }
+  real(status);
+  __builtin_unreachable();
 }
 
 // A spawned image (posix_spawn, system, popen) starts in a child that ran
@@ -202,21 +239,26 @@ using mapfs::Status;
 
 MAPFS_EXPORT pid_t vfork(void) { return fork(); }
 
+// _exit skips the destructor that unmounts: a process (typically a fork
+// child) that holds nothing ends its mount idle instead.
+MAPFS_EXPORT void _exit(int status) { ExitIdle(status, REAL(_exit)); }
+MAPFS_EXPORT void _Exit(int status) { ExitIdle(status, REAL(_Exit)); }
+
 MAPFS_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {
-  HandoffIfNeeded();
+  ExecScope exec;
   if (in_core) return REAL(execve)(path, argv, envp);
   return ExecveAny(path, argv, envp);
 }
 MAPFS_EXPORT int execv(const char* path, char* const argv[]) { return execve(path, argv, environ); }
 MAPFS_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) {
-  HandoffIfNeeded();
+  ExecScope exec;
   if (in_core || (!PathHasMapfsDir() && !MapfsPath(AT_FDCWD, file).mapfs))
     return REAL(execvpe)(file, argv, envp);
   return ExecvpeAny(file, argv, envp);
 }
 MAPFS_EXPORT int execvp(const char* file, char* const argv[]) { return execvpe(file, argv, environ); }
 MAPFS_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) {
-  HandoffIfNeeded();
+  ExecScope exec;
   return REAL(fexecve)(fd, argv, envp);
 }
 MAPFS_EXPORT int execl(const char* path, const char* arg, ...) {

@@ -8,8 +8,8 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -45,6 +45,19 @@ struct HandoffRecord {
 };
 
 Shim* g_shim = nullptr;
+
+// Reads the two strings (pool path, mapfs path) after a hand-off record's
+// header at `at`. The lengths are inherited bytes: each must be a path
+// length (at most PATH_MAX) and the memfd must hold them exactly; their
+// sum is taken in 64 bits.
+bool ReadRecordTail(int fd, size_t at, uint32_t a, uint32_t b, std::string* out) {
+  if (a > PATH_MAX || b > PATH_MAX) return false;
+  uint64_t n = uint64_t{a} + b;
+  struct stat st;
+  if (REAL(fstat)(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) != at + n) return false;
+  out->assign(n, '\0');
+  return REAL(pread)(fd, out->data(), n, static_cast<off_t>(at)) == static_cast<ssize_t>(n);
+}
 
 void AtforkPrepare() {
   if (g_shim != nullptr && g_shim->enabled()) g_shim->Handoff();
@@ -184,7 +197,47 @@ int MoveHigh(int fd) {
   return high;
 }
 
+KernelOffsetLock::KernelOffsetLock(Desc& d, int fd) {
+  if (!d.kernel_offset.load(std::memory_order_acquire)) return;
+  d_ = &d;
+  d.pos_mu.lock();
+  // A forked child holds the parent's descriptor of the memfd, the same
+  // description: OFD locks would not exclude each other. Each process
+  // takes its own.
+  pid_t me = ::getpid();
+  if (d.pos_pid != me) {
+    if (d.pos_fd >= 0) CloseInternal(d.pos_fd);
+    std::string self = "/proc/self/fd/" + std::to_string(fd);
+    d.pos_fd = MoveHigh(REAL(open)(self.c_str(), O_RDWR | O_CLOEXEC));
+    d.pos_pid = me;
+  }
+  if (d.pos_fd < 0) return;  // cannot reopen: threads are still serialised
+  struct flock l {};
+  l.l_type = F_WRLCK;
+  l.l_whence = SEEK_SET;
+  l.l_start = 0;
+  l.l_len = 1;
+  while (REAL(fcntl)(d.pos_fd, F_OFD_SETLKW, &l) != 0) {
+    if (errno != EINTR) return;
+  }
+  ofd_ = true;
+}
+
+KernelOffsetLock::~KernelOffsetLock() {
+  if (d_ == nullptr) return;
+  if (ofd_) {
+    struct flock l {};
+    l.l_type = F_UNLCK;
+    l.l_whence = SEEK_SET;
+    l.l_start = 0;
+    l.l_len = 1;
+    REAL(fcntl)(d_->pos_fd, F_OFD_SETLK, &l);
+  }
+  d_->pos_mu.unlock();
+}
+
 Desc::~Desc() {
+  if (pos_fd >= 0) CloseInternal(pos_fd);
   if (lock_fd.load() >= 0) CloseInternal(lock_fd.load());  // drops its OFD locks and flock
   if (file) {
     CoreScope cs;
@@ -492,6 +545,26 @@ void Shim::SyncAll() {
   for (auto& d : all) (void)d->fsys->Fsync(*d->file);
 }
 
+// ---------------------------------------------------------------- ending
+
+bool Shim::HoldsNothing() {
+  {
+    std::shared_lock<std::shared_mutex> g(mu_);
+    for (int b = 0; b < kL1; b++) {
+      DescRef* blk = table_[b].load();
+      if (blk == nullptr) continue;
+      for (int i = 0; i < kL2; i++)
+        if (blk[i]) return false;
+    }
+  }
+  return MappedDescs().empty();
+}
+
+void Shim::MarkIdleExit(bool on) {
+  if (!enabled_ || !fs_ || down_.load()) return;
+  fs_->mount().pool().MarkIdleExit(on);
+}
+
 // ---------------------------------------------------------------- handoff
 
 void Shim::Handoff() {
@@ -634,8 +707,8 @@ void Shim::Adopt() {
     if (!d) {
       HandoffRecord rec;
       if (REAL(pread)(fd, &rec, sizeof rec, 0) != sizeof rec || std::memcmp(rec.magic, kRecordMagic, 8) != 0) continue;
-      std::string tail(rec.pool_len + rec.path_len, '\0');
-      if (REAL(pread)(fd, tail.data(), tail.size(), sizeof rec) != static_cast<ssize_t>(tail.size())) continue;
+      std::string tail;
+      if (!ReadRecordTail(fd, sizeof rec, rec.pool_len, rec.path_len, &tail)) continue;
       if (tail.substr(0, rec.pool_len) != pool_) continue;
       fs::FileSystem* f = Fs();
       if (f == nullptr) continue;
@@ -663,9 +736,8 @@ void Shim::AdoptCwd(int fd) {
   if (REAL(pread)(fd, hdr, sizeof hdr, 0) == sizeof hdr && std::memcmp(hdr, kCwdMagic, 8) == 0) {
     uint32_t lens[2];
     std::memcpy(lens, hdr + 8, sizeof lens);
-    std::string tail(lens[0] + lens[1], '\0');
-    if (REAL(pread)(fd, tail.data(), tail.size(), sizeof hdr) == static_cast<ssize_t>(tail.size()) &&
-        tail.substr(0, lens[0]) == pool_)
+    std::string tail;
+    if (ReadRecordTail(fd, sizeof hdr, lens[0], lens[1], &tail) && tail.substr(0, lens[0]) == pool_)
       path = tail.substr(lens[0]);
   }
   REAL(close)(fd);  // a later handoff makes a new one for this image's children

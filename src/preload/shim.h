@@ -19,6 +19,8 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <sys/types.h>
+
 #include <mutex>
 #include <shared_mutex>
 #include <string>
@@ -43,8 +45,30 @@ struct Desc {
   int status_flags = 0;  // O_APPEND | O_NONBLOCK ... as F_SETFL changes them
   std::string path;      // mapfs path it was opened by (for /proc-like uses: fchdir, realpath)
   std::atomic<int> lock_fd{-1};  // this description's own descriptor of the lock file (OFD locks, flock)
+  // Serialises read/write/lseek on a kernel-held offset, as Linux's
+  // per-description position lock does: `pos_mu` between this process's
+  // threads, an OFD lock on `pos_fd` (this process's own description of
+  // the placeholder memfd, opened by process `pos_pid`) between processes.
+  std::mutex pos_mu;
+  int pos_fd = -1;
+  pid_t pos_pid = 0;
 };
 using DescRef = std::shared_ptr<Desc>;
+
+// Holds a description's kernel-offset lock (see Desc::pos_mu) for one
+// read, write or lseek. Does nothing while the offset lives in the shim's
+// own OpenFile (its pos_mu serialises there).
+class KernelOffsetLock {
+ public:
+  KernelOffsetLock(Desc& d, int fd);
+  ~KernelOffsetLock();
+  KernelOffsetLock(const KernelOffsetLock&) = delete;
+  KernelOffsetLock& operator=(const KernelOffsetLock&) = delete;
+
+ private:
+  Desc* d_ = nullptr;
+  bool ofd_ = false;
+};
 
 // A path sorted: the kernel's, or mapfs's (relative to directory `at`).
 struct Route {
@@ -94,6 +118,12 @@ class Shim {
   // Before fork/vfork/posix_spawn/system/popen/exec: move every
   // description's offset into the kernel and write its adoption record.
   void Handoff();
+  // True if this process holds nothing of the pool that it must give back
+  // before it ends: no mapfs descriptor, no map of a mapfs file.
+  bool HoldsNothing();
+  // MarkIdleExit of the process's mount (medium/pool.h), when it holds
+  // nothing: before exec (on, then off if exec fails) and at _exit.
+  void MarkIdleExit(bool on);
   // In the child of fork(): own mount identity, own open counts.
   void AfterForkChild();
 

@@ -17,7 +17,6 @@ using medium::Persist;
 namespace {
 std::atomic_ref<uint64_t> Ref(uint64_t* w) { return std::atomic_ref<uint64_t>(*w); }
 constexpr uint64_t kWordsPerChunk = kPagesPerChunk / 64;
-constexpr uint64_t kPunchMin = 64 * 1024;
 }  // namespace
 
 PageAllocator::PageAllocator(medium::Pool* pool)
@@ -109,23 +108,69 @@ Result<uint64_t> PageAllocator::AllocPage() {
 }
 
 void PageAllocator::Discard(uint64_t off, uint64_t len) {
-  // Punching a hole returns the memory of a DRAM-backed pool and makes the
-  // range read as zero; a DAX device cannot punch, so zero it instead. Small
-  // ranges are cheaper to zero than to punch (a system call and a refault).
-  if (len < kPunchMin || ::fallocate(pool_->fd(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(off),
-                  static_cast<off_t>(len)) != 0) {
-    medium::ZeroNt(pool_->base() + off, len);
-    medium::Fence();
-  } else {
-    // The hole is a store of zeros that needs no flush (as ZeroNt above):
-    // the checker must not treat it as a cached store that may be lost.
-    medium::TraceNtStore(pool_->base() + off, len);
+  // Zeroed in place: the pages stay resident (a punched page would cost a
+  // kernel allocation, zeroing and fault at its next use).
+  medium::ZeroNt(pool_->base() + off, len);
+  medium::Fence();
+}
+
+void PageAllocator::ZeroFresh(uint64_t off, uint64_t len) { Discard(off, len); }
+
+void PageAllocator::FreePages(uint64_t off, uint64_t npages) {
+  SetBits(off / kPageSize, npages, false);
+  // First fit: the next chunk allocation starts at the lowest chunk that may
+  // now be free, so freed (resident) chunks are reused before untouched
+  // ones, which the kernel would first have to allocate and zero.
+  auto& cursor = VmShared(pool_->shared())->chunk_cursor;
+  uint64_t c = off / kChunkSize, cur = cursor.load(std::memory_order_relaxed);
+  while (c < cur && !cursor.compare_exchange_weak(cur, c, std::memory_order_relaxed)) {
   }
 }
 
-void PageAllocator::FreePages(uint64_t off, uint64_t npages) {
-  Discard(off, npages * kPageSize);
-  SetBits(off / kPageSize, npages, false);
+Result<uint64_t> PageAllocator::Trim() {
+  uint64_t punched = 0;
+  const uint64_t first_w = AlignUp(first_data_page_, 64) / 64;
+  for (uint64_t w0 = first_w; w0 < words_; w0 += kWordsPerChunk) {
+    uint64_t n = std::min(kWordsPerChunk, words_ - w0);
+    // Claim every free page of this chunk (the bits say "in use" while it
+    // is punched); a crash meanwhile only leaks them to the next recovery.
+    uint64_t claimed[kWordsPerChunk] = {};
+    bool any = false;
+    for (uint64_t i = 0; i < n; i++) {
+      uint64_t v = Ref(word(w0 + i)).load();
+      while (v != ~uint64_t{0} && !Ref(word(w0 + i)).compare_exchange_weak(v, ~uint64_t{0})) {
+      }
+      claimed[i] = ~v;
+      any |= claimed[i] != 0;
+    }
+    if (!any) continue;
+    medium::TraceStore(word(w0), n * 8);
+    Status st;
+    for (uint64_t i = 0; i < n && st.ok(); i++) {
+      for (uint64_t b = claimed[i]; b && st.ok();) {
+        int lo = std::countr_zero(b);
+        int len = std::countr_one(b >> lo);
+        uint64_t page = (w0 + i) * 64 + static_cast<uint64_t>(lo);
+        uint64_t cnt = std::min<uint64_t>(static_cast<uint64_t>(len), pages_ > page ? pages_ - page : 0);
+        if (cnt > 0) {
+          if (::fallocate(pool_->fd(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(page * kPageSize),
+                          static_cast<off_t>(cnt * kPageSize)) != 0)
+            st = Status::FromErrno("cannot punch free pages of the pool");
+          else {
+            // A hole reads as zero at once, with no flush to wait for.
+            medium::TraceNtStore(pool_->base() + page * kPageSize, cnt * kPageSize);
+            punched += cnt * kPageSize;
+          }
+        }
+        b = len >= 64 ? 0 : b & ~(((uint64_t{1} << len) - 1) << lo);
+      }
+    }
+    for (uint64_t i = 0; i < n; i++) Ref(word(w0 + i)).fetch_and(~claimed[i]);
+    medium::TraceStore(word(w0), n * 8);
+    Persist(word(w0), n * 8);
+    if (!st.ok()) return st;
+  }
+  return punched;
 }
 
 bool PageAllocator::IsUsed(uint64_t off) const {
@@ -158,11 +203,7 @@ std::pair<uint64_t, uint64_t> PageAllocator::Reconcile(const std::vector<uint64_
     uint64_t extra = have & ~want;
     uint64_t missing = want & ~have;
     unmarked += std::popcount(missing);
-    for (uint64_t b = extra; b; b &= b - 1) {
-      uint64_t page = w * 64 + std::countr_zero(b);
-      Discard(page * kPageSize, kPageSize);
-      leaked++;
-    }
+    leaked += std::popcount(extra);  // freed as they are (resident medium)
     medium::Store64(word(w), want);
     Persist(word(w), 8);
   }

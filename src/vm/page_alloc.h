@@ -9,9 +9,13 @@
 //    cleared only after no durable entry refers to it. A crash can therefore
 //    only leak pages (bit set, unreferenced), never hand out a page in use;
 //    Vm::Rebuild reclaims leaks after a crash.
-//  * Free pages read as zero: freeing discards the contents (hole punch, or
-//    non-temporal zeroing where the medium cannot punch) before clearing the
-//    bit, and mkfs starts from a zeroed file. Allocation never has to zero.
+//  * The medium is resident: a freed page keeps its memory and its bytes
+//    (no hole punch, no zeroing on free), so reusing it costs no kernel
+//    allocation, zeroing or fault. Allocated pages therefore hold whatever
+//    their last owner left; whoever makes them readable zeroes what a reader
+//    could see (Vm::Populate zeroes fresh pages before the entry that backs
+//    them is durable; PPT tables are zeroed before they are linked). Only
+//    Trim() gives free pages back to the kernel, in bulk, on request.
 //
 // Lock-free: bits are claimed with atomic RMW on the bitmap words, so threads
 // and processes allocate concurrently without a lock.
@@ -36,10 +40,21 @@ class PageAllocator {
   Result<uint64_t> AllocChunk();
   // A free 4 KiB page; prefers pages in partly used chunks.
   Result<uint64_t> AllocPage();
-  // Discards the contents of [off, off + npages pages) and frees them.
+  // Frees [off, off + npages pages); their bytes stay (resident medium).
   void FreePages(uint64_t off, uint64_t npages);
-  // Makes the pages read as zero without freeing them.
+  // Makes the pages read as zero without freeing them (non-temporal
+  // stores, fenced: durable on return).
   void Discard(uint64_t off, uint64_t len);
+  // Zeroes the page at `off` (freshly allocated, not yet referenced by any
+  // durable entry) durably, so it can serve as an empty table.
+  void ZeroFresh(uint64_t off, uint64_t len);
+  // Gives the memory of every free page back to the kernel (hole punch of
+  // the pool file), so an idle pool costs only what it holds. Free pages
+  // are claimed while they are punched, so concurrent allocators never get
+  // one mid-punch (but may find the pool fuller than it is, up to ENOSPC,
+  // while a chunk is being punched). Returns the bytes punched; EOPNOTSUPP
+  // where the medium cannot punch (a DAX device).
+  Result<uint64_t> Trim();
 
   bool IsUsed(uint64_t off) const;
   uint64_t UsedPages() const;

@@ -119,6 +119,7 @@ Status Vm::PswapRemap(uint64_t a, uint64_t b, uint64_t npages, const medium::Tx*
         if (!ppt::IsPresent(e)) {
           auto pg = pages_.AllocPage();
           if (!pg.ok()) return pg.status();
+          pages_.ZeroFresh(*pg, kPageSize);  // an empty table before anything links it
           medium::Store64(pmds[s], ppt::Table(*pg));
           medium::Persist(pmds[s], 8);
         } else if (ppt::IsLeaf(e)) {

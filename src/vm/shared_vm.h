@@ -23,8 +23,8 @@ struct InvalEntry {
 };
 
 struct SharedVm {
-  std::atomic<uint64_t> chunk_cursor;  // allocation hints (page numbers)
-  std::atomic<uint64_t> page_cursor;
+  std::atomic<uint64_t> chunk_cursor;  // allocation hints: lowest chunk that may be free (chunk number)
+  std::atomic<uint64_t> page_cursor;   // bitmap word to start AllocPage at
   std::atomic<uint64_t> inval_seq;     // last published sequence number
   uint64_t pad[5];
   InvalEntry ring[kInvalRing];

@@ -6,6 +6,7 @@
 #include <bit>
 #include <cstring>
 #include <memory>
+#include <new>
 
 #include "common/log.h"
 #include "common/units.h"
@@ -27,12 +28,20 @@ namespace {
 constexpr uint64_t kGiB = uint64_t{1} << 30;
 constexpr uint64_t kChunksPerGiB = kGiB / kChunkSize;
 constexpr size_t kStateBytes = kChunksPerGiB * sizeof(std::atomic<uint16_t>);
+#ifdef MADV_POPULATE_WRITE
+constexpr int MADV_POPULATE_WRITE_ = MADV_POPULATE_WRITE;
+#else
+constexpr int MADV_POPULATE_WRITE_ = 23;  // Linux 5.14; older kernels refuse it (EINVAL): best effort
+#endif
 }  // namespace
 
 // ---------------------------------------------------------------- open/close
 
 Vm::Vm(medium::Pool* pool, const VmOptions& opt)
     : pool_(pool), opt_(opt), pages_(pool), token_(pool->mount_token()) {
+  view_words_ = (pool->size() / kChunkSize + 63) / 64;
+  view_done_.reset(new (std::nothrow) std::atomic<uint64_t>[view_words_]());
+  if (!view_done_) view_words_ = 0;
   if (opt_.copy_swap_max_pages == VmOptions::kAuto)
     opt_.copy_swap_max_pages = pool->header().page_shift == 21 && pool->huge_pages() ? 4 : 0;
 }
@@ -97,11 +106,12 @@ uint64_t* Vm::Slot(uint64_t voff, int level, bool create, Status* err) {
     uint64_t v = Load64(e);
     if (!ppt::IsPresent(v)) {
       if (!create) return nullptr;
-      auto pg = pages_.AllocPage();  // free pages are zero: an empty table
+      auto pg = pages_.AllocPage();
       if (!pg.ok()) {
         if (err) *err = pg.status();
         return nullptr;
       }
+      pages_.ZeroFresh(*pg, kPageSize);  // an empty table before anything links it
       v = ppt::Table(*pg);
       Store64(e, v);
       Persist(e, 8);
@@ -135,6 +145,47 @@ Result<uint64_t> Vm::Translate(uint64_t voff) const {
 char* Vm::PoolPtr(uint64_t voff) const {
   auto t = Translate(voff);
   return t.ok() ? pool_->base() + *t : nullptr;
+}
+
+char* Vm::PoolRun(uint64_t voff, uint64_t len, uint64_t* run) {
+  *run = 0;
+  if (len == 0 || voff >= size_ || len > size_ - voff) return nullptr;
+  uint64_t first = 0, p = voff, end = voff + len;
+  while (p < end) {
+    uint64_t cv = AlignDown(p, kChunkSize), stop = std::min(end, cv + kChunkSize);
+    uint64_t* pmd = Slot(cv, 1, false, nullptr);
+    uint64_t e = pmd ? Load64(pmd) : 0;
+    if (!ppt::IsPresent(e) || !EntryValid(e, 1)) break;
+    if (ppt::IsLeaf(e)) {
+      uint64_t t = ppt::Target(e) + (p - cv);
+      if (p == voff) first = t;
+      if (t != first + (p - voff)) break;
+      p = stop;
+      continue;
+    }
+    auto* tbl = pool_->at<uint64_t>(ppt::Target(e));
+    bool broke = false;
+    while (p < stop) {
+      uint64_t pe = Load64(&tbl[ppt::Index(p, 0)]);
+      if (!ppt::IsPresent(pe) || !EntryValid(pe, 0)) { broke = true; break; }
+      uint64_t t = ppt::Target(pe) + (p & (kPageSize - 1));
+      if (p == voff) first = t;
+      if (t != first + (p - voff)) { broke = true; break; }
+      p = std::min(stop, AlignDown(p, kPageSize) + kPageSize);
+    }
+    if (broke) break;
+  }
+  if (p == voff) return nullptr;
+  *run = p - voff;
+  return pool_->base() + first;
+}
+
+void Vm::PopulateView(uint64_t pool_off) {
+  uint64_t c = pool_off / kChunkSize;
+  if (c / 64 >= view_words_) return;
+  uint64_t bit = uint64_t{1} << (c % 64);
+  if (view_done_[c / 64].fetch_or(bit) & bit) return;
+  ::madvise(pool_->base() + AlignDown(pool_off, kChunkSize), kChunkSize, MADV_POPULATE_WRITE_);
 }
 
 // Replaces a chunk leaf by an equivalent table of 512 PTEs. The mapping it
@@ -421,11 +472,25 @@ bool Vm::Backed(uint64_t voff, uint64_t len) {
   return true;
 }
 
-Status Vm::Populate(uint64_t voff, uint64_t len) {
+Status Vm::Populate(uint64_t voff, uint64_t len, ZeroRange zero) {
   if (len == 0) return Status::Ok();
   if (voff >= size_ || len > size_ - voff) return Status::Error(EINVAL, "range outside the region");
   uint64_t end = voff + len;
   if (Backed(voff, len)) return Map(voff, len);
+  // Pages meeting `zero`, page aligned; a fresh page there is zeroed before
+  // its entry is durable, so a crash never shows a former owner's bytes.
+  uint64_t zlo = AlignDown(std::min(zero.lo, size_), kPageSize);
+  uint64_t zhi = zero.hi >= size_ ? size_ : AlignUp(zero.hi, kPageSize);
+  auto zero_fresh = [&](uint64_t v, uint64_t pool_off, uint64_t n) {
+    uint64_t a = std::max(v, zlo), b = std::min(v + n, zhi);
+    if (a < b) pages_.Discard(pool_off + (a - v), b - a);
+  };
+  // Fresh chunks whose pool-view pages are populated once the PPT lock is
+  // released (a cold chunk takes the kernel a while); ones that are zeroed
+  // here, or past the first few, are populated under the lock. No heap:
+  // this runs in the SIGSEGV handler too (HandleFault).
+  uint64_t fresh[8];
+  size_t nfresh = 0;
   {
     PoolLock lock(pool_, LockId::kPpt);
     for (uint64_t c = voff / kChunkSize; c <= (end - 1) / kChunkSize; c++) {
@@ -437,6 +502,12 @@ Status Vm::Populate(uint64_t voff, uint64_t len) {
       if (!ppt::IsPresent(e)) {
         auto ch = pages_.AllocChunk();
         if (!ch.ok()) return ch.status();
+        bool zeroed = std::max(cv, zlo) < std::min(cv + kChunkSize, zhi);
+        if (zeroed || nfresh == std::size(fresh))
+          PopulateView(*ch);
+        else
+          fresh[nfresh++] = *ch;
+        zero_fresh(cv, *ch, kChunkSize);
         Store64(pmd, ppt::Leaf(*ch));
         Persist(pmd, 8);
       } else if (!EntryValid(e, 1)) {
@@ -450,6 +521,7 @@ Status Vm::Populate(uint64_t voff, uint64_t len) {
           if (ppt::IsPresent(Load64(pte))) continue;
           auto pg = pages_.AllocPage();
           if (!pg.ok()) return pg.status();
+          zero_fresh(p, *pg, kPageSize);
           Store64(pte, ppt::Leaf(*pg));
           Persist(pte, 8);
           changed = true;
@@ -459,15 +531,8 @@ Status Vm::Populate(uint64_t voff, uint64_t len) {
       }
     }
   }
+  for (size_t i = 0; i < nfresh; i++) PopulateView(fresh[i]);
   return Map(voff, len);
-}
-
-void Vm::Prefault(uint64_t voff, uint64_t len) {
-#ifndef MADV_POPULATE_WRITE
-  constexpr int MADV_POPULATE_WRITE = 23;  // Linux 5.14
-#endif
-  if (len == 0 || !Backed(voff, len) || !Map(voff, len).ok()) return;
-  ::madvise(base_ + voff, len, MADV_POPULATE_WRITE);
 }
 
 Status Vm::Unmap(uint64_t voff, uint64_t len) {

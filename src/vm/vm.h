@@ -57,6 +57,18 @@ struct VmOptions {
   uint64_t copy_swap_max_pages = kAuto;
 };
 
+// Which pages Vm::Populate must zero when it backs them. Free pool pages
+// keep their last owner's bytes (PageAllocator: resident medium), so a page
+// Populate backs is zeroed, durably and before the entry that backs it, if
+// it meets [lo, hi) (virtual offsets); the others keep what they held. A
+// caller narrows the range only to pages no reader can see before it
+// writes them: past a file's durable end (the file layer's zero on
+// extend), or a staging range it overwrites whole.
+struct ZeroRange {
+  uint64_t lo = 0;
+  uint64_t hi = UINT64_MAX;
+};
+
 struct VmStats {
   uint64_t used_pages = 0;       // pool pages in use (including metadata)
   uint64_t total_pages = 0;
@@ -95,8 +107,11 @@ class Vm {
   PageAllocator& pages() { return pages_; }
 
   // Backs every page of [voff, voff+len) with pool pages (allocating whole
-  // chunks where nothing is mapped yet) and maps them in this process.
-  Status Populate(uint64_t voff, uint64_t len);
+  // chunks where nothing is mapped yet) and maps them in this process;
+  // fresh pages are zeroed where they meet `zero` (see ZeroRange), and the
+  // pool view's pages of a fresh chunk are populated in one call the first
+  // time this process uses the chunk (not by a fault per page).
+  Status Populate(uint64_t voff, uint64_t len, ZeroRange zero = {});
   // True when every page of [voff, voff+len) is backed (no lock taken).
   bool Backed(uint64_t voff, uint64_t len);
   // Maps in this process whatever of [voff, voff+len) the PPT maps; pages
@@ -104,11 +119,10 @@ class Vm {
   Status Map(uint64_t voff, uint64_t len);
   // Frees the pool pages behind [voff, voff+len) (page aligned).
   Status Unmap(uint64_t voff, uint64_t len);
-  // Makes [voff, voff+len) read as zero; pages stay allocated.
+  // Makes [voff, voff+len) read as zero: backed bytes are zeroed in place
+  // (non-temporal stores, durable on return), unbacked pages already read
+  // as zero; nothing is freed or unmapped.
   Status Discard(uint64_t voff, uint64_t len);
-  // Best effort: takes the page faults of the backed range [voff, voff+len)
-  // now, in one call, instead of one by one at first touch.
-  void Prefault(uint64_t voff, uint64_t len);
   // ctFS pswap: atomically swaps the mappings of [a, a+n pages) and
   // [b, b+n pages). Both page aligned, inside the region, not overlapping.
   // Where a and b are swap-aligned, whole 2 MiB / 1 GiB runs are swapped as
@@ -126,6 +140,15 @@ class Vm {
   // kernel's page tables for data that will not be touched for a while.
   void DropMappings(uint64_t voff, uint64_t len) { InvalidateLocal(voff, len); }
 
+  // The pool-view address of `voff` and, in *run, how many bytes from it
+  // (at most `len`) lie in pool pages contiguous with it; nullptr when
+  // `voff` is not backed. The file layer copies data through the pool view:
+  // its page-table entries stay for the life of the process (pool pages
+  // are resident and the view is never remapped), while the region's are
+  // rebuilt whenever a range is remapped (a new file, growth by pswap). The
+  // caller must keep the range from being swapped or unmapped meanwhile
+  // (the file's lock).
+  char* PoolRun(uint64_t voff, uint64_t len, uint64_t* run);
   // Pool offset backing virtual offset `voff`, or ENOENT.
   Result<uint64_t> Translate(uint64_t voff) const;
   // Pool-view pointer to the byte at `voff` (must be backed).
@@ -164,6 +187,10 @@ class Vm {
   Status SplitLeaf(uint64_t* pmd);
   Status PswapRemap(uint64_t a, uint64_t b, uint64_t npages, const medium::Tx* with);
   Status PswapCopy(uint64_t a, uint64_t b, uint64_t npages, const medium::Tx* with, bool* done);
+  // Takes the pool view's page faults for the chunk at `pool_off` in one
+  // call the first time this process backs something with it (one bit per
+  // chunk; a stale bit after a trim only costs faults).
+  void PopulateView(uint64_t pool_off);
 
   // Process mappings. chunk_state(c) = number of runs mapped (0 = none).
   std::atomic<uint16_t>& ChunkState(uint64_t chunk);
@@ -194,6 +221,8 @@ class Vm {
   std::mutex sync_mu_;
   std::vector<std::atomic<std::atomic<uint16_t>*>> chunk_dir_;  // per GiB, lazily
   std::atomic<uint16_t> overflow_state_{0};  // stands in when memory is short
+  std::unique_ptr<std::atomic<uint64_t>[]> view_done_;  // PopulateView, a bit per pool chunk
+  uint64_t view_words_ = 0;
   std::atomic<uint64_t> mapped_chunks_{0};
   std::atomic<uint64_t> mapped_runs_{0};
   std::atomic<uint64_t> faults_{0};

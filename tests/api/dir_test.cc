@@ -395,5 +395,32 @@ TEST_F(DirTest, SimilarAndBinaryNamesAreDistinct) {
   EXPECT_EQ(names, want);
 }
 
+// Regression (issue 16, defect 7): mapfs_unmount left directory streams
+// open, and a later mapfs_closedir closed their description through the
+// freed file system (a use after free, caught by ASan). Unmount closes
+// them; the handle reads as closed and mapfs_closedir frees it.
+TEST_F(DirTest, UnmountClosesDirectoryStreams) {
+  ASSERT_OK(mapfs_mkdir(fs_, "/d", 0755));
+  ASSERT_TRUE(Make("/d/a", DT_REG));
+  mapfs_dir_t* d = mapfs_opendir(fs_, "/d");
+  ASSERT_NE(d, nullptr);
+  ASSERT_NE(mapfs_readdir(d), nullptr);
+  mapfs_dir_t* e = mapfs_opendir(fs_, "/");
+  ASSERT_NE(e, nullptr);
+  EXPECT_OK(mapfs_closedir(e));  // closed before: not touched by unmount
+  ASSERT_OK(pool_->Unmount());
+  fs_ = nullptr;
+  errno = 0;
+  EXPECT_EQ(mapfs_readdir(d), nullptr);
+  EXPECT_EQ(errno, EBADF);
+  EXPECT_EQ(mapfs_closedir(d), 0);
+  // The stream's description was closed: the pool unmounted cleanly and
+  // its directory is still whole.
+  Remount();
+  EXPECT_EQ(Stat("/d/a").st_nlink, 1u);
+  ASSERT_OK(mapfs_unlink(fs_, "/d/a"));
+  ASSERT_OK(mapfs_rmdir(fs_, "/d"));
+}
+
 }  // namespace
 }  // namespace mapfs::apitest

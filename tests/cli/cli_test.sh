@@ -14,6 +14,20 @@ grep -q "page size       2 MiB" <<<"$out" || fail "info page: $out"
 grep -q "default mode    strict" <<<"$out" || fail "info mode: $out"
 "$MAPFS" fsck "$dir/p" | grep -q clean || fail "fsck of a fresh pool"
 
+# Resident medium: mkfs says what the pool costs; --reserve takes it all now;
+# deleting keeps the pages, trim gives the free ones back and keeps files.
+out=$("$MAPFS" mkfs "$dir/r" --size 64M --reserve) || fail "mkfs --reserve"
+grep -q "^memory: 64.0 MiB, all taken now" <<<"$out" || fail "mkfs memory line: $out"
+grep -q "^pages: 4 KiB" <<<"$out" || fail "mkfs pages line: $out"
+blocks() { echo $(( $(stat -c %b "$1") * 512 )); }
+[ "$(blocks "$dir/r")" -ge $((64 << 20)) ] || fail "--reserve did not allocate the pool"
+head -c 3000000 /dev/urandom >"$dir/data"
+"$MAPFS" put "$dir/r" "$dir/data" /keep && "$MAPFS" put "$dir/r" "$dir/data" /gone && "$MAPFS" rm "$dir/r" /gone || fail "put/rm"
+"$MAPFS" trim "$dir/r" | grep -q "^trimmed" || fail "trim"
+[ "$(blocks "$dir/r")" -lt $((32 << 20)) ] || fail "trim gave nothing back: $(blocks "$dir/r")"
+"$MAPFS" get "$dir/r" /keep "$dir/back" && cmp -s "$dir/data" "$dir/back" || fail "a file changed across trim"
+"$MAPFS" fsck "$dir/r" | grep -q clean || fail "fsck after trim"
+
 # Refusals: exit status 1 or 2 and a message naming the problem.
 "$MAPFS" mkfs "$dir/q" --size 1M 2>"$dir/err" && fail "tiny pool accepted"
 grep -q "at least" "$dir/err" || fail "tiny pool message: $(cat "$dir/err")"
@@ -29,4 +43,26 @@ printf '\x01' | dd of="$dir/damaged" bs=1 seek=40 conv=notrunc 2>/dev/null
 "$MAPFS" fsck "$dir/damaged" 2>"$dir/err" && fail "damaged header accepted"
 grep -q "checksum" "$dir/err" || fail "damaged message: $(cat "$dir/err")"
 "$MAPFS" frobnicate 2>/dev/null; [ $? -eq 2 ] || fail "unknown verb exit code"
+
+# mapfs run refuses what would route nothing (or everything), once, clearly.
+run_refused() {  # run_refused EXIT_CODE MESSAGE ARGS...
+  local code=$1 msg=$2; shift 2
+  "$MAPFS" run "$@" -- true 2>"$dir/err"
+  [ $? -eq "$code" ] || fail "run $* exit code"
+  grep -q -- "$msg" "$dir/err" || fail "run $* message: $(cat "$dir/err")"
+}
+run_refused 2 "cannot be /" --pool "$dir/p" --mount /
+run_refused 2 "must be an absolute path" --pool "$dir/p" --mount rel
+run_refused 2 "must be a normal path" --pool "$dir/p" --mount /a/../b
+run_refused 2 "must not end with /" --pool "$dir/p" --mount /m/
+run_refused 2 "needs a value" --pool "$dir/p" --mount
+run_refused 1 "not a mapfs pool" --pool "$dir/junk"
+ln -s "$dir/p" "$dir/link"
+run_refused 1 "symbolic link" --pool "$dir/link"
+# With a good prefix the program runs under the shim (which sanitized
+# builds do not build: there the refusals above are all this can check).
+if [ -e "$(dirname "$MAPFS")/../lib/libmapfs-preload.so" ]; then
+  "$MAPFS" run --pool "$dir/p" --mount /m -- sh -c 'echo x > /m/f' || fail "run with a good prefix"
+  [ "$("$MAPFS" cat "$dir/p" /f)" = x ] || fail "run wrote nothing through /m"
+fi
 echo "cli ok"

@@ -239,5 +239,38 @@ TEST_F(dir_basic, DamageIsReportedNotTrusted) {
   DIR_EXPECT_OK(fx_.cib->Check(root_));
 }
 
+// Regression (issue 16, defect 1): a damaged block whose heads share
+// continuation slots looks nearly empty to an insert, but a split packs
+// every head with its own continuations into the new 4 KiB block. It used
+// to write far past that block's buffer; it must report the damage.
+TEST_F(dir_basic, SplitOfHeadsSharingContinuationsIsDamage) {
+  const std::string base(255, 'n');
+  for (int i = 0; i < 12; i++) DIR_ASSERT_OK(fx_.Insert(root_, base.substr(0, 250) + std::to_string(100 + i), i + 1));
+  auto& vm = fx_.mount->vm();
+  auto* r = reinterpret_cast<dir::format::Root*>(vm.at(root_));
+  ASSERT_EQ(r->depth, 0u);
+  uint64_t blk = r->top[0].child;
+  auto* b = reinterpret_cast<dir::format::BlockHeader*>(vm.at(blk));
+  ASSERT_EQ(__builtin_popcountll(b->bitmap), 12);
+  // Every slot but the first head's continuations becomes a copy of the
+  // first head (same continuation slots), at the top of the block's range.
+  int h0 = __builtin_ctzll(b->bitmap);
+  auto* s0 = reinterpret_cast<dir::format::Slot*>(vm.at(blk + 64 * h0));
+  s0->hash = b->max;
+  uint64_t conts = 0;
+  for (int k = 0; k < dir::format::kMaxCont; k++) conts |= uint64_t{1} << s0->cont[k];
+  for (int i = dir::format::kFirstSlot; i < dir::format::kSlots; i++) {
+    if (i == h0 || (conts >> i & 1)) continue;
+    std::memcpy(vm.at(blk + 64 * i), s0, sizeof *s0);
+    b->bitmap |= uint64_t{1} << i;
+    b->longmap |= uint64_t{1} << i;
+    b->fp[i] = b->fp[h0];
+  }
+  // No room for another long name: the insert splits the block.
+  Status st = fx_.Insert(root_, std::string(255, 'z'), 99);
+  EXPECT_EQ(st.code(), EUCLEAN) << Describe(st);
+  EXPECT_EQ(fx_.cib->Check(root_).code(), EUCLEAN);
+}
+
 }  // namespace
 }  // namespace mapfs::testing

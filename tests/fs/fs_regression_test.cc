@@ -22,7 +22,9 @@
 #include <linux/fs.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "fs_test_util.h"
@@ -196,6 +198,44 @@ TEST_P(FsRegression, RenameNoreplaceOntoDotIsEexist) {
     EXPECT_EQ(mapfs_rename2(fs, c.from, c.to, c.flags), -1) << c.from << " -> " << c.to;
     EXPECT_EQ(errno, c.err) << c.from << " -> " << c.to << " flags " << c.flags << ": " << ErrName(errno);
   }
+  ASSERT_EQ(mapfs_unmount(fs), 0) << mapfs_last_error();
+  FS_EXPECT_CLEAN(pool.path());
+}
+
+// Issue 16, defect 4: truncate(path) resolved the name, then truncated the
+// inode number without holding it open. An unlink and a create reusing
+// the inode in between made it truncate another file. One thread
+// truncates "/victim" up to 1 byte while another recycles the inode
+// under "/other" with 8 bytes; "/other" must never change size.
+TEST_P(FsRegression, TruncateByPathNeverReachesAReusedInode) {
+  FsPool pool(64ull << 20, GetParam(), MAPFS_MODE_SYNC);
+  ASSERT_EQ(pool.error(), "");
+  mapfs_t* fs = MountC(pool.path());
+  ASSERT_NE(fs, nullptr);
+  std::atomic<bool> stop{false};
+  std::thread truncator([&] {
+    while (!stop.load()) (void)mapfs_truncate(fs, "/victim", 1);
+  });
+  std::string bad;
+  for (int i = 0; i < 20000 && bad.empty(); i++) {
+    int fd = mapfs_open(fs, "/victim", O_CREAT | O_WRONLY, 0644);
+    if (fd < 0 || mapfs_close(fs, fd) != 0 || mapfs_unlink(fs, "/victim") != 0) {
+      bad = "victim: " + ErrName(errno);
+      break;
+    }
+    fd = mapfs_open(fs, "/other", O_CREAT | O_EXCL | O_WRONLY, 0644);
+    if (fd < 0 || mapfs_write(fs, fd, "12345678", 8) != 8 || mapfs_close(fs, fd) != 0) {
+      bad = "other: " + ErrName(errno);
+      break;
+    }
+    struct stat st;
+    if (mapfs_stat(fs, "/other", &st) != 0) bad = "stat: " + ErrName(errno);
+    else if (st.st_size != 8) bad = "round " + std::to_string(i) + ": /other has size " + std::to_string(st.st_size);
+    if (mapfs_unlink(fs, "/other") != 0 && bad.empty()) bad = "unlink other: " + ErrName(errno);
+  }
+  stop = true;
+  truncator.join();
+  EXPECT_EQ(bad, "");
   ASSERT_EQ(mapfs_unmount(fs), 0) << mapfs_last_error();
   FS_EXPECT_CLEAN(pool.path());
 }

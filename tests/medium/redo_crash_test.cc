@@ -137,8 +137,8 @@ TEST(MediumTrace, HookSeesEveryPrimitive) {
   }
 }
 
-// The commit protocol, as seen by the hook: payload, fence, header, flush,
-// fence, apply, fence, retire.
+// The commit protocol, as seen by the hook: payload, {bytes, crc}, flush,
+// fence, seq, flush, fence, apply, fence, retire.
 TEST(MediumTrace, CommitOrdersPayloadHeaderApplyAndRetire) {
   TempPool tp(kSize);
   ASSERT_TRUE(tp.status().ok());
@@ -163,20 +163,25 @@ TEST(MediumTrace, CommitOrdersPayloadHeaderApplyAndRetire) {
   ASSERT_TRUE(st.ok());
   const auto& ev = rec.ev;
 
-  // Which slot? The one whose 64-byte header was written.
+  // Which slot? The one whose {bytes, crc} word was written.
   const auto& h = p->header();
   const uintptr_t slots_lo = Recorder::Addr(p->at<char>(h.redo_off));
   const uintptr_t slots_hi = slots_lo + uint64_t{h.redo_slots} * h.redo_slot_size;
-  long H = -1;
+  long C = -1;
   uintptr_t slot = 0;
   for (size_t i = 0; i < ev.size(); i++)
-    if (ev[i].kind == Event::kStore && ev[i].n == sizeof(RedoSlotHeader) && ev[i].addr >= slots_lo &&
-        ev[i].addr < slots_hi && (ev[i].addr - slots_lo) % h.redo_slot_size == 0) {
-      H = static_cast<long>(i);
-      slot = ev[i].addr;
+    if (ev[i].kind == Event::kStore && ev[i].addr >= slots_lo && ev[i].addr < slots_hi &&
+        (ev[i].addr - slots_lo) % h.redo_slot_size == 0) {
+      ADD_FAILURE() << "a store at the start of a slot header before its length and checksum (event " << i
+                    << ", " << ev[i].n << " bytes)";
+      break;
+    } else if (ev[i].kind == Event::kStore && ev[i].n == 8 && ev[i].addr >= slots_lo && ev[i].addr < slots_hi &&
+               (ev[i].addr - slots_lo) % h.redo_slot_size == 8) {
+      C = static_cast<long>(i);
+      slot = ev[i].addr - 8;
       break;
     }
-  ASSERT_GE(H, 0) << "no store of a slot header";
+  ASSERT_GE(C, 0) << "no 8-byte store of a slot's length and checksum";
 
   auto find = [&](long from, long to, auto pred) -> long {
     for (long i = from; i < to; i++)
@@ -191,16 +196,27 @@ TEST(MediumTrace, CommitOrdersPayloadHeaderApplyAndRetire) {
   const long end = static_cast<long>(ev.size());
   auto is_fence = [](const Event& e) { return e.kind == Event::kFence; };
 
-  // 1. The payload is stored, then fenced, before the header that validates it.
-  long P = find(0, H, [&](const Event& e) { return e.kind == Event::kStore && Covers(e, slot + 64, payload_bytes); });
+  // 1. The payload is stored before the length and checksum.
+  long P = find(0, C, [&](const Event& e) { return e.kind == Event::kStore && Covers(e, slot + 64, payload_bytes); });
   ASSERT_GE(P, 0) << "payload not stored before the header";
-  EXPECT_GE(find(P + 1, H, is_fence), 0) << "no fence between payload and header stores";
 
-  // 2. The header is flushed and fenced before anything is applied.
-  long HF = find(H + 1, end, [&](const Event& e) { return e.kind == Event::kFlush && Covers(e, slot, 64); });
-  ASSERT_GE(HF, 0) << "header never flushed";
+  // 2. Length and checksum flushed and fenced (with the payload) before the
+  // sequence word is stored: a torn header can never pair a new seq with
+  // an old checksum (issue 16, defect 6).
+  long CF = find(C + 1, end, [&](const Event& e) { return e.kind == Event::kFlush && Covers(e, slot + 8, 8); });
+  ASSERT_GE(CF, 0) << "length and checksum never flushed";
+  long F1 = find(CF + 1, end, is_fence);
+  ASSERT_GE(F1, 0) << "length and checksum never fenced";
+  long H = find(0, end, [&](const Event& e) { return e.kind == Event::kStore && Overlaps(e, slot, 8); });
+  ASSERT_GE(H, 0) << "sequence word never stored";
+  EXPECT_GT(H, F1) << "sequence word stored before its length and checksum were durable";
+  EXPECT_EQ(ev[H].n, 8u) << "the sequence word is stored alone";
+
+  // 3. The sequence word is flushed and fenced before anything is applied.
+  long HF = find(H + 1, end, [&](const Event& e) { return e.kind == Event::kFlush && Covers(e, slot, 8); });
+  ASSERT_GE(HF, 0) << "sequence word never flushed";
   long F2 = find(HF + 1, end, is_fence);
-  ASSERT_GE(F2, 0) << "header flush never fenced";
+  ASSERT_GE(F2, 0) << "sequence word flush never fenced";
   for (long i = 0; i < F2; i++)
     if (ev[i].kind == Event::kStore) {
       EXPECT_FALSE(Overlaps(ev[i], word, 8)) << "target word written before the commit was durable (event " << i << ")";

@@ -4,12 +4,14 @@
 // directory, locks between processes, memory maps and errors. Paths under
 // /mapfs are the pool; everything else must still reach the kernel.
 #include <dirent.h>
+#include <linux/openat2.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <limits.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,6 +22,8 @@
 #include <cstring>
 #include <set>
 #include <string>
+#include <thread>
+#include <vector>
 
 extern char** environ;
 
@@ -159,6 +163,80 @@ TEST(Shim, ForkSharesOffsetsBothWays) {
   close(fd);
   EXPECT_EQ(ReadAll(d + "/f"), "abc");
   EXPECT_EQ(ReadAll(d + "/child"), "c");
+}
+
+// Regression (issue 16, defect 2): after a fork the shared offset lives in
+// the kernel, and read/write did lseek + I/O + lseek unserialised: two
+// threads, or parent and child, sharing the description lost updates (the
+// kernel serialises them). 2 processes x 2 threads x 1,500 one-byte
+// writes must leave 6,000 bytes, each written once.
+TEST(Shim, KernelOffsetUpdatesAreNeverLost) {
+  std::string d = Dir();
+  int fd = open((d + "/shared").c_str(), O_CREAT | O_RDWR, 0644);
+  ASSERT_GE(fd, 0);
+  constexpr int kWrites = 1500;
+  auto writers = [fd](char c) {
+    auto one = [fd, c] {
+      int bad = 0;
+      for (int i = 0; i < kWrites; i++) bad += write(fd, &c, 1) != 1;
+      return bad;
+    };
+    int bad2 = 0;
+    std::thread t([&] { bad2 = one(); });
+    int bad1 = one();
+    t.join();
+    return bad1 + bad2;
+  };
+  pid_t pid = fork();
+  if (pid == 0) _exit(writers('c') == 0 ? 0 : 1);
+  EXPECT_EQ(writers('p'), 0);
+  ASSERT_EQ(WaitChild(pid), 0);
+  EXPECT_EQ(lseek(fd, 0, SEEK_CUR), 4 * kWrites);
+  close(fd);
+  std::string all = ReadAll(d + "/shared");
+  EXPECT_EQ(all.size(), size_t{4 * kWrites}) << "offset updates were lost";
+  size_t p = 0;
+  for (char ch : all) p += ch == 'p';
+  EXPECT_EQ(p, size_t{2 * kWrites}) << "writes overwrote each other";
+}
+
+// Regression (issue 16, defect 3): dup2/dup3 onto one of the shim's own
+// descriptors (the pool, the placeholder) replaced it and silently
+// redirected later calls. Like close(), they are refused: EBADF.
+TEST(Shim, Dup2OntoInternalDescriptorsIsRefused) {
+  std::string d = Dir();
+  int fd = open((d + "/f").c_str(), O_CREAT | O_RDWR, 0644);
+  ASSERT_GE(fd, 0);
+  WriteAll(fd, "kept");
+  // The shim's descriptors live at 1000 and up (this program opens none
+  // there); one of them is the pool file.
+  std::vector<int> internal;
+  bool pool_seen = false;
+  char want[PATH_MAX];
+  ASSERT_NE(realpath(getenv("MAPFS_POOL"), want), nullptr);
+  for (int i = 1000; i < 4096; i++)
+    if (fcntl(i, F_GETFD) >= 0) {
+      internal.push_back(i);
+      char link[PATH_MAX];
+      ssize_t n = readlink(("/proc/self/fd/" + std::to_string(i)).c_str(), link, sizeof link - 1);
+      if (n > 0 && std::string(link, static_cast<size_t>(n)) == want) pool_seen = true;
+    }
+  ASSERT_TRUE(pool_seen) << "the pool's descriptor was not found at 1000 and up";
+  int other = open("/dev/null", O_RDONLY);
+  ASSERT_GE(other, 0);
+  for (int i : internal) {
+    errno = 0;
+    EXPECT_EQ(dup2(other, i), -1) << "dup2 onto internal descriptor " << i;
+    EXPECT_EQ(errno, EBADF);
+    errno = 0;
+    EXPECT_EQ(dup3(other, i, O_CLOEXEC), -1) << "dup3 onto internal descriptor " << i;
+    EXPECT_EQ(errno, EBADF);
+  }
+  close(other);
+  // The pool still works.
+  EXPECT_EQ(pwrite(fd, "more", 4, 4), 4);
+  close(fd);
+  EXPECT_EQ(ReadAll(d + "/f"), "keptmore");
 }
 
 TEST(Shim, ExecInheritsDescriptorsAndOffsets) {
@@ -344,6 +422,80 @@ TEST(Shim, ErrorsAreTheKernels) {
   EXPECT_EQ(fcntl(fd, 12345), -1);
   EXPECT_EQ(errno, EINVAL);
   close(fd);
+}
+
+// File system calls made by number (syscall()) are routed like their libc
+// wrappers: pool paths and descriptors are mapfs's, and a relative path
+// with the cwd in the pool never reaches the kernel's cwd (the launch
+// directory). Calls the shim cannot serve on pool files fail with ENOSYS.
+TEST(Shim, SyscallNumbersAreRoutedLikeTheirWrappers) {
+  std::string d = Dir();
+  char old[PATH_MAX];
+  ASSERT_NE(getcwd(old, sizeof old), nullptr);
+  std::string victim = std::string(old) + "/mapfs-shim-syscall-victim";
+  int k = open(victim.c_str(), O_CREAT | O_WRONLY, 0644);  // a kernel file in the launch directory
+  ASSERT_GE(k, 0);
+  close(k);
+  struct stat st;
+
+  ASSERT_EQ(syscall(SYS_mkdir, (d + "/m").c_str(), 0755), 0) << strerror(errno);
+  ASSERT_EQ(syscall(SYS_mkdirat, AT_FDCWD, (d + "/m2").c_str(), 0700), 0);
+  ASSERT_EQ(syscall(SYS_chdir, (d + "/m").c_str()), 0);
+  char cwd[PATH_MAX];
+  long len = syscall(SYS_getcwd, cwd, sizeof cwd);
+  EXPECT_EQ(std::string(cwd), d + "/m");
+  EXPECT_EQ(len, static_cast<long>(d.size() + 3)) << "the raw getcwd counts the NUL";
+  int fd = static_cast<int>(syscall(SYS_creat, "mapfs-shim-syscall-victim", 0644));
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(syscall(SYS_write, fd, "hello", 5), 5);
+  EXPECT_EQ(syscall(SYS_fchmod, fd, 0600), 0);
+  EXPECT_EQ(syscall(SYS_fchown, fd, getuid(), getgid()), 0);
+  EXPECT_EQ(syscall(SYS_utimensat, fd, nullptr, nullptr, 0), 0) << "a null path times the descriptor";
+  close(fd);
+  EXPECT_EQ(syscall(SYS_stat, "mapfs-shim-syscall-victim", &st), 0);
+  EXPECT_EQ(st.st_size, 5);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  EXPECT_EQ(syscall(SYS_lstat, (d + "/m/mapfs-shim-syscall-victim").c_str(), &st), 0);
+  EXPECT_EQ(syscall(SYS_access, "mapfs-shim-syscall-victim", R_OK), 0);
+  EXPECT_EQ(syscall(SYS_faccessat, AT_FDCWD, "mapfs-shim-syscall-victim", W_OK), 0);
+  EXPECT_EQ(syscall(SYS_chmod, "mapfs-shim-syscall-victim", 0640), 0);
+  EXPECT_EQ(syscall(SYS_fchmodat, AT_FDCWD, "mapfs-shim-syscall-victim", 0644), 0);
+  EXPECT_EQ(syscall(SYS_chown, "mapfs-shim-syscall-victim", getuid(), getgid()), 0);
+  EXPECT_EQ(syscall(SYS_truncate, "mapfs-shim-syscall-victim", 3), 0);
+  EXPECT_EQ(syscall(SYS_utimensat, AT_FDCWD, "mapfs-shim-syscall-victim", nullptr, 0), 0);
+  EXPECT_EQ(syscall(SYS_newfstatat, AT_FDCWD, "mapfs-shim-syscall-victim", &st, 0), 0);
+  EXPECT_EQ(st.st_size, 3);
+  EXPECT_EQ(st.st_mode & 07777, 0644u);
+  EXPECT_EQ(syscall(SYS_symlink, "mapfs-shim-syscall-victim", "sl"), 0);
+  EXPECT_EQ(syscall(SYS_symlinkat, "mapfs-shim-syscall-victim", AT_FDCWD, "sl2"), 0);
+  char buf[64] = {};
+  EXPECT_EQ(syscall(SYS_readlink, "sl", buf, sizeof buf), 25);
+  EXPECT_STREQ(buf, "mapfs-shim-syscall-victim");
+  EXPECT_EQ(syscall(SYS_readlinkat, AT_FDCWD, "sl2", buf, sizeof buf), 25);
+  EXPECT_EQ(syscall(SYS_link, "mapfs-shim-syscall-victim", "h1"), 0);
+  EXPECT_EQ(syscall(SYS_linkat, AT_FDCWD, "h1", AT_FDCWD, "h2", 0), 0);
+  EXPECT_EQ(syscall(SYS_rename, "h2", "h3"), 0);
+  EXPECT_EQ(syscall(SYS_renameat, AT_FDCWD, "h3", AT_FDCWD, "h4"), 0);
+  EXPECT_EQ(syscall(SYS_stat, "h4", &st), 0);
+  EXPECT_EQ(st.st_nlink, 3u);
+  open_how how = {};
+  how.flags = O_RDONLY;
+  fd = static_cast<int>(syscall(SYS_openat2, AT_FDCWD, "sl", &how, sizeof how));
+  ASSERT_GE(fd, 0) << strerror(errno);
+  EXPECT_EQ(syscall(SYS_read, fd, buf, sizeof buf), 3);
+  char dents[1024];
+  errno = 0;
+  EXPECT_EQ(syscall(SYS_getdents64, fd, dents, sizeof dents), -1) << "not served on mapfs descriptors";
+  EXPECT_EQ(errno, ENOSYS);
+  close(fd);
+  for (const char* n : {"sl", "sl2", "h1", "h4", "mapfs-shim-syscall-victim"})
+    EXPECT_EQ(syscall(SYS_unlink, n), 0) << n;
+  EXPECT_EQ(syscall(SYS_unlinkat, AT_FDCWD, "../m2", AT_REMOVEDIR), 0);
+  EXPECT_EQ(syscall(SYS_stat, victim.c_str(), &st), 0) << "the launch directory's file must be untouched";
+  ASSERT_EQ(syscall(SYS_chdir, ".."), 0);
+  EXPECT_EQ(syscall(SYS_rmdir, "m"), 0);
+  ASSERT_EQ(chdir(old), 0);
+  unlink(victim.c_str());
 }
 
 TEST(Shim, RecordLocksAndFlockBetweenProcesses) {

@@ -3,6 +3,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 #include "mount/mount.h"
 #include "test_util.h"
@@ -84,11 +85,70 @@ TEST_F(VmBasic, DiscardZeroesButKeepsBacking) {
   FillPage(vm(), kPageSize, 2);
   FillPage(vm(), 1 * MiB, 3);
   ASSERT_TRUE(vm().Discard(0, kPageSize).ok());      // small: zeroed in place
-  ASSERT_TRUE(vm().Discard(512 * KiB, 1 * MiB).ok());  // large: hole punched
+  ASSERT_TRUE(vm().Discard(512 * KiB, 1 * MiB).ok());  // large: zeroed in place too (resident)
   EXPECT_TRUE(testing::PageIsZero(vm(), 0));
   EXPECT_EQ(PageTag(vm(), kPageSize), 2u);
   EXPECT_TRUE(testing::PageIsZero(vm(), 1 * MiB));
   EXPECT_TRUE(vm().Translate(1 * MiB).ok());
+}
+
+uint64_t PoolBytesResident(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_blocks) * 512 : 0;
+}
+
+// Resident medium: freeing keeps the pool's memory (reuse costs no kernel
+// allocation, zeroing or fault); only Trim gives free pages back, and
+// never a page in use.
+TEST_F(VmBasic, FreedPagesStayResidentUntilTrim) {
+  ASSERT_TRUE(vm().Populate(0, 6 * MiB).ok());
+  for (uint64_t p = 0; p < 6 * MiB; p += kPageSize) FillPage(vm(), p, 100 + p / kPageSize);
+  uint64_t before = PoolBytesResident(pool_.path());
+  ASSERT_TRUE(vm().Unmap(0, 4 * MiB).ok());
+  EXPECT_EQ(PoolBytesResident(pool_.path()), before);
+  auto trimmed = vm().pages().Trim();
+  ASSERT_TRUE(trimmed.ok()) << trimmed.status().ToString();
+  EXPECT_GE(*trimmed, 4 * MiB);
+  EXPECT_LE(PoolBytesResident(pool_.path()) + 4 * MiB, before);
+  for (uint64_t p = 4 * MiB; p < 6 * MiB; p += kPageSize) ASSERT_EQ(PageTag(vm(), p), 100 + p / kPageSize) << p;
+  EXPECT_EQ(vm().Stats().used_pages, baseline_ + 2 + kPagesPerChunk);  // tables + the chunk still in use
+  EXPECT_TRUE(vm().Check(true).ok());
+  // Reused pages read as zero.
+  ASSERT_TRUE(vm().Populate(0, 4 * MiB).ok());
+  for (uint64_t p = 0; p < 4 * MiB; p += kPageSize) ASSERT_TRUE(testing::PageIsZero(vm(), p)) << p;
+}
+
+// The file layer copies through the pool view: PoolRun must name the pool
+// bytes behind a virtual range, and stop where the pool pages stop being
+// contiguous (a chunk split by a partial unmap) or backed.
+TEST_F(VmBasic, PoolRunFollowsThePageTable) {
+  ASSERT_TRUE(vm().Populate(0, 4 * MiB).ok());
+  for (uint64_t p = 0; p < 4 * MiB; p += kPageSize) FillPage(vm(), p, 300 + p / kPageSize);
+  uint64_t run = 0;
+  // Two whole chunks: contiguous only if the pool chunks are.
+  char* a = vm().PoolRun(kPageSize, 4 * MiB - kPageSize, &run);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a, mount_->pool().base() + *vm().Translate(kPageSize));
+  bool adjacent = *vm().Translate(2 * MiB) == *vm().Translate(0) + 2 * MiB;
+  EXPECT_EQ(run, adjacent ? 4 * MiB - kPageSize : 2 * MiB - kPageSize);
+  // A hole in the first chunk ends the run there; the next page starts one.
+  ASSERT_TRUE(vm().Unmap(64 * KiB, kPageSize).ok());
+  a = vm().PoolRun(0, 2 * MiB, &run);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(run, 64 * KiB);
+  EXPECT_EQ(vm().PoolRun(64 * KiB, kPageSize, &run), nullptr);
+  EXPECT_EQ(run, 0u);
+  ASSERT_TRUE(vm().Populate(64 * KiB, kPageSize).ok());  // a page from elsewhere
+  a = vm().PoolRun(60 * KiB, 3 * kPageSize, &run);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(run, kPageSize);
+  // What the run names is what the region shows.
+  for (uint64_t p : {uint64_t{0}, 68 * KiB, 3 * MiB}) {
+    char* q = vm().PoolRun(p, kPageSize, &run);
+    ASSERT_NE(q, nullptr);
+    EXPECT_EQ(std::memcmp(q, vm().at(p), kPageSize), 0) << p;
+  }
+  EXPECT_TRUE(testing::PageIsZero(vm(), 64 * KiB));
 }
 
 TEST_F(VmBasic, TouchFaultsInAPage) {

@@ -1,0 +1,237 @@
+// syscall(): programs that issue file system calls by number (Go-style
+// runtimes, test suites, tools that want a call glibc has no wrapper for)
+// get the same routing as the libc wrappers. Three kinds of numbers:
+//  - forwarded: the shim's own wrapper of the same call runs, so pool paths
+//    and mapfs descriptors work and everything else reaches the kernel;
+//  - refused: a call the shim cannot serve on a pool path or a mapfs
+//    descriptor fails with ENOSYS and one MAPFS_LOG line (on kernel paths
+//    and descriptors it reaches the kernel as is);
+//  - the rest (no path or descriptor of a file system) reach the kernel.
+// The README lists the first two sets; keep it in step with this file.
+//
+// Return convention: syscall() returns -1 and sets errno on failure, like
+// the wrappers, so a wrapper's result is returned as is, except where the
+// raw call's result differs from the wrapper's (getcwd, posix_fadvise).
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdarg.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <sys/uio.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+#include <utime.h>
+
+#include <cstring>
+#include <optional>
+
+#include "common/log.h"
+#include "preload/calls.h"
+
+using namespace mapfs::preload;  // NOLINT: wrapper files only
+
+namespace {
+
+// The raw call's arguments, typed.
+struct Args {
+  long a[6];
+  const char* s(int i) const { return reinterpret_cast<const char*>(a[i]); }
+  char* buf(int i) const { return reinterpret_cast<char*>(a[i]); }
+  int fd(int i) const { return static_cast<int>(a[i]); }
+  unsigned u(int i) const { return static_cast<unsigned>(a[i]); }
+  size_t z(int i) const { return static_cast<size_t>(a[i]); }
+  mode_t mode(int i) const { return static_cast<mode_t>(a[i]); }
+  template <typename T>
+  T* p(int i) const {
+    return reinterpret_cast<T*>(a[i]);
+  }
+};
+
+long Refuse(long n) {
+  MAPFS_LOG("syscall(%ld) on a mapfs file or path is not supported by the shim: ENOSYS", n);
+  errno = ENOSYS;
+  return -1;
+}
+
+bool PoolPath(int dirfd, const char* path) { return path != nullptr && MapfsPath(dirfd, path).mapfs; }
+bool PoolFd(int fd) { return static_cast<bool>(MapfsFd(fd)); }
+
+// The wrapper's result for a forwarded number; nullopt for any other
+// (Refused() is asked next, then the kernel).
+std::optional<long> Forward(long n, const Args& x) {
+  switch (n) {
+    // Descriptors and data.
+    case SYS_open: return open(x.s(0), x.fd(1), x.mode(2));
+    case SYS_openat: return openat(x.fd(0), x.s(1), x.fd(2), x.mode(3));
+    case SYS_openat2: {  // without RESOLVE_* restrictions it is openat
+      const open_how* how = x.p<const open_how>(2);
+      if (how == nullptr || x.z(3) < sizeof(open_how) || how->resolve != 0) return std::nullopt;
+      return openat(x.fd(0), x.s(1), static_cast<int>(how->flags), static_cast<mode_t>(how->mode));
+    }
+    case SYS_creat: return creat(x.s(0), x.mode(1));
+    case SYS_close: return close(x.fd(0));
+    case SYS_close_range: return close_range(x.u(0), x.u(1), x.fd(2));
+    case SYS_dup: return dup(x.fd(0));
+    case SYS_dup2: return dup2(x.fd(0), x.fd(1));
+    case SYS_dup3: return dup3(x.fd(0), x.fd(1), x.fd(2));
+    case SYS_read: return read(x.fd(0), x.buf(1), x.z(2));
+    case SYS_write: return write(x.fd(0), x.s(1), x.z(2));
+    case SYS_pread64: return pread(x.fd(0), x.buf(1), x.z(2), x.a[3]);
+    case SYS_pwrite64: return pwrite(x.fd(0), x.s(1), x.z(2), x.a[3]);
+    // On LP64 the raw vector calls' offset is pos_l; pos_h is 0.
+    case SYS_readv: return readv(x.fd(0), x.p<const iovec>(1), x.fd(2));
+    case SYS_writev: return writev(x.fd(0), x.p<const iovec>(1), x.fd(2));
+    case SYS_preadv: return preadv(x.fd(0), x.p<const iovec>(1), x.fd(2), x.a[3]);
+    case SYS_pwritev: return pwritev(x.fd(0), x.p<const iovec>(1), x.fd(2), x.a[3]);
+    case SYS_preadv2: return preadv2(x.fd(0), x.p<const iovec>(1), x.fd(2), x.a[3], x.fd(5));
+    case SYS_pwritev2: return pwritev2(x.fd(0), x.p<const iovec>(1), x.fd(2), x.a[3], x.fd(5));
+    case SYS_lseek: return lseek(x.fd(0), x.a[1], x.fd(2));
+    case SYS_fsync: return fsync(x.fd(0));
+    case SYS_fdatasync: return fdatasync(x.fd(0));
+    case SYS_syncfs: return syncfs(x.fd(0));
+    case SYS_sync_file_range: return sync_file_range(x.fd(0), x.a[1], x.a[2], x.u(3));
+    case SYS_ftruncate: return ftruncate(x.fd(0), x.a[1]);
+    case SYS_truncate: return truncate(x.s(0), x.a[1]);
+    case SYS_fallocate: return fallocate(x.fd(0), x.fd(1), x.a[2], x.a[3]);
+    case SYS_fadvise64: {
+      int e = posix_fadvise(x.fd(0), x.a[1], x.a[2], x.fd(3));  // returns the error
+      if (e != 0) errno = e;
+      return e == 0 ? 0 : -1;
+    }
+    case SYS_fcntl: return fcntl(x.fd(0), x.fd(1), x.a[2]);
+    case SYS_flock: return flock(x.fd(0), x.fd(1));
+    case SYS_copy_file_range:
+      return copy_file_range(x.fd(0), x.p<off64_t>(1), x.fd(2), x.p<off64_t>(3), x.z(4), x.u(5));
+    case SYS_sendfile: return sendfile(x.fd(0), x.fd(1), x.p<off_t>(2), x.z(3));
+    case SYS_mmap: {
+      void* m = mmap(x.p<void>(0), x.z(1), x.fd(2), x.fd(3), x.fd(4), x.a[5]);
+      return m == MAP_FAILED ? -1 : reinterpret_cast<long>(m);
+    }
+    case SYS_munmap: return munmap(x.p<void>(0), x.z(1));
+    case SYS_mremap: {
+      void* m = mremap(x.p<void>(0), x.z(1), x.z(2), x.fd(3), x.p<void>(4));
+      return m == MAP_FAILED ? -1 : reinterpret_cast<long>(m);
+    }
+    case SYS_msync: return msync(x.p<void>(0), x.z(1), x.fd(2));
+    case SYS_mprotect: return mprotect(x.p<void>(0), x.z(1), x.fd(2));
+    // Metadata.
+    case SYS_stat: return stat(x.s(0), x.p<struct stat>(1));
+    case SYS_lstat: return lstat(x.s(0), x.p<struct stat>(1));
+    case SYS_fstat: return fstat(x.fd(0), x.p<struct stat>(1));
+    case SYS_newfstatat: return fstatat(x.fd(0), x.s(1), x.p<struct stat>(2), x.fd(3));
+    case SYS_statx: return statx(x.fd(0), x.s(1), x.fd(2), x.u(3), x.p<struct statx>(4));
+    case SYS_statfs: return statfs(x.s(0), x.p<struct statfs>(1));
+    case SYS_fstatfs: return fstatfs(x.fd(0), x.p<struct statfs>(1));
+    case SYS_access: return access(x.s(0), x.fd(1));
+    case SYS_faccessat: return faccessat(x.fd(0), x.s(1), x.fd(2), 0);
+#ifdef SYS_faccessat2
+    case SYS_faccessat2: return faccessat(x.fd(0), x.s(1), x.fd(2), x.fd(3));
+#endif
+    case SYS_chmod: return chmod(x.s(0), x.mode(1));
+    case SYS_fchmod: return fchmod(x.fd(0), x.mode(1));
+    case SYS_fchmodat: return fchmodat(x.fd(0), x.s(1), x.mode(2), 0);
+    case SYS_chown: return chown(x.s(0), x.u(1), x.u(2));
+    case SYS_lchown: return lchown(x.s(0), x.u(1), x.u(2));
+    case SYS_fchown: return fchown(x.fd(0), x.u(1), x.u(2));
+    case SYS_fchownat: return fchownat(x.fd(0), x.s(1), x.u(2), x.u(3), x.fd(4));
+    // A null path times the descriptor itself (futimens); glibc's wrapper refuses it.
+    case SYS_utimensat:
+      if (x.s(1) == nullptr) return futimens(x.fd(0), x.p<const timespec>(2));
+      return utimensat(x.fd(0), x.s(1), x.p<const timespec>(2), x.fd(3));
+    case SYS_utimes: return utimes(x.s(0), x.p<const timeval>(1));
+    case SYS_futimesat: return futimesat(x.fd(0), x.s(1), x.p<const timeval>(2));
+    case SYS_utime: return utime(x.s(0), x.p<const utimbuf>(1));
+    // Names.
+    case SYS_mkdir: return mkdir(x.s(0), x.mode(1));
+    case SYS_mkdirat: return mkdirat(x.fd(0), x.s(1), x.mode(2));
+    case SYS_mknod: return mknod(x.s(0), x.mode(1), static_cast<dev_t>(x.u(2)));
+    case SYS_mknodat: return mknodat(x.fd(0), x.s(1), x.mode(2), static_cast<dev_t>(x.u(3)));
+    case SYS_unlink: return unlink(x.s(0));
+    case SYS_unlinkat: return unlinkat(x.fd(0), x.s(1), x.fd(2));
+    case SYS_rmdir: return rmdir(x.s(0));
+    case SYS_rename: return rename(x.s(0), x.s(1));
+    case SYS_renameat: return renameat(x.fd(0), x.s(1), x.fd(2), x.s(3));
+    case SYS_renameat2: return renameat2(x.fd(0), x.s(1), x.fd(2), x.s(3), x.u(4));
+    case SYS_link: return link(x.s(0), x.s(1));
+    case SYS_linkat: return linkat(x.fd(0), x.s(1), x.fd(2), x.s(3), x.fd(4));
+    case SYS_symlink: return symlink(x.s(0), x.s(1));
+    case SYS_symlinkat: return symlinkat(x.s(0), x.fd(1), x.s(2));
+    case SYS_readlink: return readlink(x.s(0), x.buf(1), x.z(2));
+    case SYS_readlinkat: return readlinkat(x.fd(0), x.s(1), x.buf(2), x.z(3));
+    // The current directory. The raw getcwd returns the length with the NUL.
+    case SYS_chdir: return chdir(x.s(0));
+    case SYS_fchdir: return fchdir(x.fd(0));
+    case SYS_getcwd: {
+      if (getcwd(x.buf(0), x.z(1)) == nullptr) return -1;
+      return static_cast<long>(std::strlen(x.buf(0)) + 1);
+    }
+    // Extended attributes (the pool has none: the wrappers say so).
+    case SYS_getxattr: return getxattr(x.s(0), x.s(1), x.p<void>(2), x.z(3));
+    case SYS_lgetxattr: return lgetxattr(x.s(0), x.s(1), x.p<void>(2), x.z(3));
+    case SYS_fgetxattr: return fgetxattr(x.fd(0), x.s(1), x.p<void>(2), x.z(3));
+    case SYS_setxattr: return setxattr(x.s(0), x.s(1), x.p<const void>(2), x.z(3), x.fd(4));
+    case SYS_lsetxattr: return lsetxattr(x.s(0), x.s(1), x.p<const void>(2), x.z(3), x.fd(4));
+    case SYS_fsetxattr: return fsetxattr(x.fd(0), x.s(1), x.p<const void>(2), x.z(3), x.fd(4));
+    case SYS_listxattr: return listxattr(x.s(0), x.buf(1), x.z(2));
+    case SYS_llistxattr: return llistxattr(x.s(0), x.buf(1), x.z(2));
+    case SYS_flistxattr: return flistxattr(x.fd(0), x.buf(1), x.z(2));
+    case SYS_removexattr: return removexattr(x.s(0), x.s(1));
+    case SYS_lremovexattr: return lremovexattr(x.s(0), x.s(1));
+    case SYS_fremovexattr: return fremovexattr(x.fd(0), x.s(1));
+    // A new image: the shim hands its descriptors and cwd over.
+    case SYS_execve: return execve(x.s(0), x.p<char* const>(1), x.p<char* const>(2));
+    default: return std::nullopt;
+  }
+}
+
+// Whether a number the shim does not forward names a pool path or a mapfs
+// descriptor (it must then not reach the kernel, which would act on the
+// wrong file or on the pool file itself).
+bool Refused(long n, const Args& x) {
+  switch (n) {
+    case SYS_getdents:
+    case SYS_getdents64:
+    case SYS_readahead:
+      return PoolFd(x.fd(0));
+    case SYS_splice:
+    case SYS_tee:
+      return PoolFd(x.fd(0)) || PoolFd(x.fd(2));
+    case SYS_openat2:
+    case SYS_name_to_handle_at:
+      return PoolPath(x.fd(0), x.s(1));
+    case SYS_execveat:  // an empty path with AT_EMPTY_PATH runs the descriptor
+      return PoolPath(x.fd(0), x.s(1)) || (x.s(1) != nullptr && x.s(1)[0] == '\0' && PoolFd(x.fd(0)));
+    case SYS_fanotify_mark: return PoolPath(x.fd(3), x.s(4));
+    case SYS_inotify_add_watch: return PoolPath(AT_FDCWD, x.s(1));
+    case SYS_quotactl: return PoolPath(AT_FDCWD, x.s(1));
+    case SYS_mount: return PoolPath(AT_FDCWD, x.s(0)) || PoolPath(AT_FDCWD, x.s(1));
+    case SYS_chroot:
+    case SYS_acct:
+    case SYS_swapon:
+    case SYS_swapoff:
+    case SYS_umount2:
+      return PoolPath(AT_FDCWD, x.s(0));
+    default: return false;
+  }
+}
+
+}  // namespace
+
+MAPFS_EXPORT long syscall(long n, ...) {
+  va_list ap;
+  va_start(ap, n);
+  Args x;
+  for (long& v : x.a) v = va_arg(ap, long);
+  va_end(ap);
+  if (!in_core && Shim::Get().enabled()) {
+    if (std::optional<long> r = Forward(n, x)) return *r;
+    if (Refused(n, x)) return Refuse(n);
+  }
+  return REAL(syscall)(n, x.a[0], x.a[1], x.a[2], x.a[3], x.a[4], x.a[5]);
+}

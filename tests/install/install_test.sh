@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# `cmake --install` of this build into a fresh prefix, then everything from
+# there: the CLI (mkfs/put/cat/fsck), `mapfs run` with the installed shim,
+# and examples/hello.c built against the installed package with pkg-config
+# and with find_package(mapfs), run on a pool. Leaves nothing behind.
+# Usage: install_test.sh BUILD_DIR SOURCE_DIR
+set -euo pipefail
+build=$1 src=$2
+tmp=$(mktemp -d /tmp/mapfs-install-XXXXXX)
+pool=/dev/shm/mapfs-install-$$.pool
+trap 'rm -rf "$tmp" "$pool"' EXIT
+prefix=$tmp/prefix
+cmake --install "$build" --prefix "$prefix" >/dev/null
+unset MAPFS_PRELOAD_LIB LD_LIBRARY_PATH
+m=$prefix/bin/mapfs
+[ -x "$m" ] || { echo "FAIL: no bin/mapfs in the prefix"; exit 1; }
+ldd "$m" | grep -q "$prefix/.*libmapfs.so" || { echo "FAIL: the installed CLI does not use the installed library"; ldd "$m"; exit 1; }
+"$m" mkfs "$pool" --size 64M >/dev/null
+echo installed | "$m" put "$pool" - /a
+[ "$("$m" cat "$pool" /a)" = installed ] || { echo "FAIL: put/cat from the prefix"; exit 1; }
+# The shim must be found next to the installed CLI and be the one loaded.
+"$m" run --pool "$pool" -- sh -c 'echo shim > /mapfs/b; grep -o "[^ ]*libmapfs-preload.so" /proc/self/maps | head -n 1' >"$tmp/maps"
+grep -q "^$prefix/" "$tmp/maps" || { echo "FAIL: mapfs run did not load the installed shim: $(cat "$tmp/maps")"; exit 1; }
+[ "$("$m" cat "$pool" /b)" = shim ] || { echo "FAIL: mapfs run from the prefix"; exit 1; }
+"$m" fsck "$pool" >/dev/null
+# The example, built against the installed package two ways.
+PKG_CONFIG_PATH=$(dirname "$(find "$prefix" -name mapfs.pc)") 
+export PKG_CONFIG_PATH
+libdir=$(pkg-config --variable=libdir mapfs)
+cc "$src/examples/hello.c" $(pkg-config --cflags --libs mapfs) -Wl,-rpath,"$libdir" -o "$tmp/hello-pc"
+[ "$("$tmp/hello-pc" "$pool")" = "hello from mapfs" ] || { echo "FAIL: example built with pkg-config"; exit 1; }
+cmake -S "$src/examples" -B "$tmp/ex" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake --build "$tmp/ex" >/dev/null
+[ "$("$tmp/ex/hello" "$pool")" = "hello from mapfs" ] || { echo "FAIL: example built with find_package"; exit 1; }
+"$m" fsck "$pool" >/dev/null
+# The Debian package: cpack into a temp dir, unpacked with dpkg -x (never
+# installed system-wide), and the CLI run from the unpacked tree.
+cpack -G DEB --config "$build/CPackConfig.cmake" -B "$tmp/deb" >"$tmp/log" 2>&1 || { echo "FAIL: cpack: $(cat "$tmp/log")"; exit 1; }
+deb=$(ls "$tmp"/deb/mapfs_*.deb 2>/dev/null | head -n 1)
+[ -n "$deb" ] || { echo "FAIL: no .deb: $(cat "$tmp/log")"; exit 1; }
+dpkg-deb -f "$deb" Depends | grep -q libfuse3-3 || { echo "FAIL: the .deb does not depend on libfuse3-3"; exit 1; }
+dpkg -x "$deb" "$tmp/root"
+d=$tmp/root/usr/bin/mapfs
+rm -f "$pool"
+"$d" mkfs "$pool" --size 64M >/dev/null
+echo packaged | "$d" put "$pool" - /c
+[ "$("$d" cat "$pool" /c)" = packaged ] || { echo "FAIL: put/cat from the unpacked .deb"; exit 1; }
+"$d" fsck "$pool" >/dev/null
+echo "1 passed, 0 failed"
