@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <cstring>
+#include <iterator>
 
 #include "common/crc32c.h"
 #include "medium/persist.h"
@@ -13,21 +14,42 @@ namespace mapfs::medium {
 // ---------------------------------------------------------------- Tx
 
 void Tx::Put64(uint64_t pool_off, uint64_t value) {
-  buf_.push_back(pool_off);
-  buf_.push_back(8);
-  buf_.push_back(value);
+  recs_.push_back({pool_off, 8, nullptr, own_.size()});
+  own_.push_back(value);
+  bytes_ += 24;
 }
 
 void Tx::PutBytes(uint64_t pool_off, const void* data, size_t len) {
   // A zero-length store changes nothing; recording it would make the record
   // set malformed (len 0) and cost every record after it.
   if (len == 0) return;
-  buf_.push_back(pool_off);
-  buf_.push_back(len);
   size_t words = (len + 7) / 8;
-  size_t at = buf_.size();
-  buf_.resize(at + words, 0);
-  std::memcpy(buf_.data() + at, data, len);
+  recs_.push_back({pool_off, len, nullptr, own_.size()});
+  own_.resize(own_.size() + words, 0);
+  std::memcpy(own_.data() + recs_.back().own, data, len);
+  bytes_ += 16 + words * 8;
+}
+
+void Tx::PutBytesRef(uint64_t pool_off, const void* data, size_t len) {
+  if (len == 0) return;
+  recs_.push_back({pool_off, len, data, 0});
+  bytes_ += 16 + (len + 7) / 8 * 8;
+}
+
+void Tx::Append(const Tx& o) {
+  size_t base = own_.size();
+  own_.insert(own_.end(), o.own_.begin(), o.own_.end());
+  for (Rec r : o.recs_) {
+    if (!r.ext) r.own += base;
+    recs_.push_back(r);
+  }
+  bytes_ += o.bytes_;
+}
+
+void Tx::Clear() {
+  recs_.clear();
+  own_.clear();
+  bytes_ = 0;
 }
 
 // ---------------------------------------------------------------- RedoLog
@@ -116,45 +138,104 @@ int RedoLog::AcquireSlot() {
 
 void RedoLog::ReleaseSlot(int slot) { pool_->shared()->redo_owner[slot].store(0); }
 
+uint32_t RedoLog::WriteRecords(const Tx& tx, uint64_t* payload, uint32_t crc) {
+  // Record headers and small data gather in `stage` and go out in one
+  // non-temporal copy; large data goes straight from its source. The
+  // checksum follows the bytes in log order.
+  alignas(64) uint64_t stage[128];
+  size_t staged = 0;  // words in stage
+  auto* out = reinterpret_cast<char*>(payload);
+  auto flush_stage = [&] {
+    if (staged == 0) return;
+    CopyNt(out, stage, staged * 8);
+    crc = Crc32c(stage, staged * 8, crc);
+    out += staged * 8;
+    staged = 0;
+  };
+  constexpr size_t kDirect = 256;  // data at least this large is not staged
+  for (const Tx::Rec& r : tx.recs_) {
+    size_t words = (r.len + 7) / 8;
+    if (staged + 2 + (r.len < kDirect ? words : 0) > std::size(stage)) flush_stage();
+    stage[staged++] = r.off;
+    stage[staged++] = r.len;
+    if (r.len < kDirect) {
+      stage[staged + words - 1] = 0;  // padding reads as zero
+      std::memcpy(stage + staged, tx.data(r), r.len);
+      staged += words;
+      continue;
+    }
+    flush_stage();
+    CopyNt(out, tx.data(r), r.len);
+    crc = Crc32c(tx.data(r), r.len, crc);
+    out += r.len;
+    if (size_t pad = words * 8 - r.len) {
+      static constexpr char kZeros[8] = {};
+      CopyNt(out, kZeros, pad);
+      crc = Crc32c(kZeros, pad, crc);
+      out += pad;
+    }
+  }
+  flush_stage();
+  return crc;
+}
+
 Status RedoLog::Commit(const Tx& tx) {
   if (tx.empty()) return Status::Ok();
   size_t bytes = tx.payload_bytes();
   if (bytes > capacity()) return Status::Error(E2BIG, "redo transaction too large");
   // Refuse a record that could not be applied before anything is written:
   // committing it would apply the records before it and silently drop the rest.
-  if (!RecordsValid(tx.buf_.data(), bytes, pool_->size()))
-    return Status::Error(EINVAL, "redo transaction stores outside the pool");
+  const uint64_t size = pool_->size();
+  for (const Tx::Rec& r : tx.recs_)
+    if (r.off > size || r.len > size - r.off) return Status::Error(EINVAL, "redo transaction stores outside the pool");
   // Test-only: the classic logging bug the crash checker must catch.
-  if (BugInjected(InjectedBug::kApplyBeforeCommit)) ApplyRecords(pool_, tx.buf_.data(), bytes);
+  if (BugInjected(InjectedBug::kApplyBeforeCommit)) Apply(tx);
   int slot = AcquireSlot();
   RedoSlotHeader* h = slot_header(slot);
   auto* payload = reinterpret_cast<uint64_t*>(h + 1);
   // 1. Payload, durable before the header that validates it.
-  CopyNt(payload, tx.buf_.data(), bytes);
+  RedoSlotHeader nh{};
+  nh.seq = kCommitted;
+  nh.bytes = static_cast<uint32_t>(bytes);
+  uint32_t crc = Crc32c(&nh.seq, sizeof nh.seq);
+  crc = Crc32c(&nh.bytes, sizeof nh.bytes, crc);
+  nh.crc = WriteRecords(tx, payload, crc);
   // 2. Length and checksum (one 8-byte word), durable with the payload
   //    before the sequence word: real PM tears a 64-byte header at 8
   //    bytes, and retiring clears only `seq`, so a header written at once
   //    could show the new seq beside the previous commit's length and crc,
   //    which may validate over a payload whose prefix is the same.
-  RedoSlotHeader nh{};
-  nh.seq = kCommitted;
-  nh.bytes = static_cast<uint32_t>(bytes);
-  nh.crc = SlotCrc(&nh, tx.buf_.data());
+  //    The header words are non-temporal stores: nothing reads them on
+  //    this path, and a write-back of a cached line costs more.
   uint64_t len_crc;
   static_assert(offsetof(RedoSlotHeader, crc) == offsetof(RedoSlotHeader, bytes) + 4);
   std::memcpy(&len_crc, &nh.bytes, 8);
-  Store64(reinterpret_cast<uint64_t*>(&h->bytes), len_crc);
-  Flush(&h->bytes, 8);
+  StoreNt64(reinterpret_cast<uint64_t*>(&h->bytes), len_crc);
   Fence();
   // 3. The sequence word: once durable, the transaction is committed.
-  Store64(&h->seq, nh.seq);
-  Persist(&h->seq, 8);
-  // 4. Apply (ends with a fence), 5. retire the record.
-  ApplyRecords(pool_, tx.buf_.data(), bytes);
-  Store64(&h->seq, 0);
-  Persist(&h->seq, 8);
+  StoreNt64(&h->seq, nh.seq);
+  Fence();
+  // 4. Apply (ends with a fence), from the transaction's own buffers (in
+  //    cache) rather than the log, 5. retire the record.
+  Apply(tx);
+  StoreNt64(&h->seq, 0);
+  Fence();
   ReleaseSlot(slot);
   return Status::Ok();
+}
+
+void RedoLog::Apply(const Tx& tx) {
+  char* base = pool_->base();
+  for (const Tx::Rec& r : tx.recs_) {
+    char* dst = base + r.off;
+    if (r.len == 8 && r.off % 8 == 0) {
+      Store64(reinterpret_cast<uint64_t*>(dst), *static_cast<const uint64_t*>(tx.data(r)));
+      Flush(dst, 8);
+    } else {
+      CopyNt(dst, tx.data(r), r.len);
+    }
+  }
+  Fence();
 }
 
 bool RedoLog::ReplaySlot(int slot) {
