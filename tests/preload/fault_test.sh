@@ -48,14 +48,15 @@ done
 grep -q "killed by signal 11" "$work/dfl.mapfs" || fail "SIG_DFL: the child was not killed by SIGSEGV"
 grep -q "killed by signal 11" "$work/ign.mapfs" || fail "SIG_IGN: the child was not killed by SIGSEGV"
 
-echo "== python3 -X faulthandler"
+echo "== python3 with faulthandler"
 run rm -rf /mapfs/fresh /mapfs/bad
 command -v python3 >/dev/null || fail "python3 is not installed (Debian package python3)"
 cat >"$work/io.py" <<'PY'
 import faulthandler, hashlib, mmap, os, shutil, sys
-assert faulthandler.is_enabled()
 d = sys.argv[1]
-os.makedirs(d)
+os.makedirs(d)  # the first pool access: the shim mounts the pool
+if not faulthandler.is_enabled():
+    faulthandler.enable()  # after the mount, as CPython's test runner (regrtest) does
 data = bytes(range(256)) * 4096  # 1 MiB
 for i in range(32):
     with open(f"{d}/f{i}", "wb") as f:
@@ -69,18 +70,32 @@ with open(f"{d}/f3", "r+b") as f:
     m[0:5] = b"HELLO"
     m.flush()
     m.close()
+os.makedirs(f"{d}/many")  # directories of many entries: new directory blocks, splits
+for i in range(3000):
+    os.close(os.open(f"{d}/many/entry-{i}", os.O_CREAT | os.O_WRONLY, 0o644))
+for i in range(200):
+    os.makedirs(f"{d}/sub{i}/inner")
+assert len(list(os.scandir(f"{d}/many"))) == 3000
 shutil.copytree(d, d + ".copy")
 assert sorted(os.listdir(d + ".copy")) == sorted(os.listdir(d))
 shutil.rmtree(d + ".copy")
-print("python pool I/O ok", len(os.listdir(d)))
+print("python pool I/O ok", len(os.listdir(d)))  # 32 files, many, 200 sub
 if len(sys.argv) > 2:  # then a real crash of the program: faulthandler's report, death by SIGSEGV
     import ctypes
     ctypes.string_at(0)
 PY
-out=$(run python3 -X faulthandler "$work/io.py" /mapfs/py 2>&1) || fail "python3 -X faulthandler with pool I/O failed: $out"
-echo "$out"
+# The cwd in the pool, as in the issue; faulthandler enabled at start-up
+# (-X faulthandler) and after the pool is mounted.
+run mkdir /mapfs/cwd
+n=0
+for how in "-X faulthandler" ""; do
+  n=$((n + 1))
+  out=$(run sh -c 'cd /mapfs/cwd && exec python3 $1 "$2" "$3"' - "$how" "$work/io.py" py$n 2>&1) ||
+    fail "python3 $how with pool I/O failed: $out"
+  echo "$out"
+done
 set +e
-run python3 -X faulthandler "$work/io.py" /mapfs/py2 crash >"$work/py.out" 2>&1; rc=$?
+run sh -c 'cd /mapfs/cwd && exec python3 "$1" py-crash crash' - "$work/io.py" >"$work/py.out" 2>&1; rc=$?
 set -e
 cat "$work/py.out"
 [ $rc = 139 ] || fail "python's own crash: exit status $rc, want 139 (SIGSEGV)"
