@@ -13,7 +13,10 @@
 // writer is the parent's pid, which no thread of the child will release.
 // Whoever finds it so (a writer, or a reader finding the sequence odd)
 // takes it over and completes the record from `pending`, the value being
-// written, which is stored before the sequence turns odd.
+// written, which is stored before the sequence turns odd. (A child that
+// shares the parent's memory would take over a live writer: under the
+// shim vfork() is fork(), and nothing here runs in glibc's posix_spawn
+// child.)
 //
 // Everything here is async-signal-safe: atomics, sigaction, sigprocmask,
 // getpid, raise.

@@ -18,6 +18,9 @@
  *   dfl     io in a child that then dereferences a bad pointer with
  *           SIG_DFL; prints how the child ended
  *   ign     the same with SIGSEGV ignored (the kernel kills anyway)
+ *   exec    SIGSEGV ignored and a SIGBUS handler, pool I/O, then exec of
+ *           itself ("show"): prints what the new image starts with (the
+ *           ignored disposition inherited, the handler back to SIG_DFL)
  *   signal  signal(SIGSEGV, h): io, then two faults, each escaped by
  *           siglongjmp; then sysv_signal (one-shot): the second fault kills
  *           (run in a child, how it ended printed)
@@ -234,6 +237,7 @@ static const char* name_of(void* h) {
   if (h == (void*)SIG_IGN) return "SIG_IGN";
   if (h == (void*)h_plain) return "h_plain";
   if (h == (void*)h_info) return "h_info";
+  if (h == (void*)aborting) return "aborting";
   return "SOMEONE ELSE'S";
 }
 
@@ -377,7 +381,7 @@ static void signal_form(const char* dir) {
 }
 
 int main(int argc, char** argv) {
-  CHECK(argc == 3, "usage: fault_app io|bad|query|dfl|ign|signal DIR");
+  CHECK(argc == 3, "usage: fault_app io|bad|query|exec|dfl|ign|signal DIR");
   const char* mode = argv[1];
   const char* dir = argv[2];
   setvbuf(stdout, NULL, _IOLBF, 0);
@@ -397,6 +401,23 @@ int main(int argc, char** argv) {
     *expected_addr = 1;
     say("FAIL: the store to a bad page went through\n");
     return 1;
+  }
+  if (!strcmp(mode, "exec")) {
+    CHECK(signal(SIGSEGV, SIG_IGN) == SIG_DFL, "signal");
+    install(SIGBUS, aborting, 0);
+    pool_io(dir, 0);
+    show("before exec", SIGSEGV);
+    show("before exec", SIGBUS);
+    fflush(stdout);
+    execl(argv[0], argv[0], "show", dir, (char*)NULL);
+    CHECK(0, "exec %s", argv[0]);
+  }
+  if (!strcmp(mode, "show")) {
+    show("after exec", SIGSEGV);
+    show("after exec", SIGBUS);
+    pool_io(dir, 1);
+    show("after exec and pool I/O", SIGSEGV);
+    return 0;
   }
   if (!strcmp(mode, "query")) query(dir);
   else if (!strcmp(mode, "dfl")) die_by_fault(dir, SIG_DFL, "SIG_DFL, bad pointer");

@@ -35,7 +35,7 @@ cat "$work/bad.err"
 grep -q "handler ran" "$work/bad.err" || fail "no marker from the program's handler"
 
 # The modes whose output must be the same under mapfs and natively.
-for mode in query dfl ign signal; do
+for mode in query exec dfl ign signal; do
   echo "== $mode: compared with a native run"
   mkdir "$work/native-$mode"
   "$app" $mode "$work/native-$mode" >"$work/$mode.native" 2>&1 || fail "native $mode run failed: $(cat "$work/$mode.native")"
