@@ -144,13 +144,17 @@ static void read_check(const char* path, long size, long chunk, long seed) {
 /* Many files of many sizes (written in uneven chunks, so files grow past
  * their partitions), a large file, overwrites, a directory of many
  * entries, renames, truncation, removal, a shared map. */
+/* How much pool_io does: heavy for io/bad, light where it only has to
+ * mount the pool and touch it (the other modes). */
+static long n_files = 120, big_mib = 40, n_entries = 1500;
+
 static void pool_io(const char* dir, long round) {
   char path[4096], to[4096], sub[4096];
   char* buf = malloc(4 * MIB);
   CHECK(buf, "malloc");
   snprintf(sub, sizeof sub, "%s/many-%ld", dir, round);
   CHECK(mkdir(sub, 0755) == 0, "mkdir %s", sub);
-  for (long i = 0; i < 120; i++) {
+  for (long i = 0; i < n_files; i++) {
     long size = (i * 37 % 61) * 5 * KIB + i * 13;
     long chunk = 1 + (i % 7) * 3000;
     path_of(path, dir, "f%ld", i + round * 1000);
@@ -161,17 +165,18 @@ static void pool_io(const char* dir, long round) {
     close(fd);
     read_check(path, size, 4096 + i, i);
   }
-  /* 40 MiB in 1 MiB writes, read back in 3 MiB reads. */
+  /* big_mib MiB in 1 MiB writes, read back in 3 MiB reads. */
   path_of(path, dir, "big%ld", round);
   int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
   CHECK(fd >= 0, "create %s", path);
-  char* big = malloc(40 * MIB);
+  long big_size = big_mib * MIB;
+  char* big = malloc((size_t)big_size);
   CHECK(big, "malloc");
-  fill(big, 40 * MIB, 99);
-  for (long off = 0; off < 40 * MIB; off += MIB) write_all(fd, big + off, MIB);
+  fill(big, big_size, 99);
+  for (long off = 0; off < big_size; off += MIB) write_all(fd, big + off, MIB);
   CHECK(fsync(fd) == 0, "fsync");
-  for (long off = 0; off < 40 * MIB; off += 3 * MIB) {
-    long n = off + 3 * MIB > 40 * MIB ? 40 * MIB - off : 3 * MIB;
+  for (long off = 0; off < big_size; off += 3 * MIB) {
+    long n = off + 3 * MIB > big_size ? big_size - off : 3 * MIB;
     CHECK(pread(fd, buf, (size_t)n, off) == n && memcmp(buf, big + off, (size_t)n) == 0, "pread big at %ld", off);
   }
   /* A shared map: stores through it are read back by pread and the reverse. */
@@ -187,7 +192,7 @@ static void pool_io(const char* dir, long round) {
   close(fd);
   free(big);
   /* A directory of many entries, listed, renamed into, emptied. */
-  for (long i = 0; i < 1500; i++) {
+  for (long i = 0; i < n_entries; i++) {
     path_of(path, sub, "entry-%ld", i);
     int e = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
     CHECK(e >= 0, "create %s", path);
@@ -199,13 +204,13 @@ static void pool_io(const char* dir, long round) {
   long n = 0;
   for (struct dirent* de; (de = readdir(d)) != NULL;) n += de->d_name[0] != '.';
   closedir(d);
-  CHECK(n == 1500, "%ld entries in %s", n, sub);
-  for (long i = 0; i < 1500; i += 2) {
+  CHECK(n == n_entries, "%ld entries in %s", n, sub);
+  for (long i = 0; i < n_entries; i += 2) {
     path_of(path, sub, "entry-%ld", i);
     path_of(to, sub, "moved-%ld", i);
     CHECK(rename(path, to) == 0, "rename %s", path);
   }
-  for (long i = 0; i < 120; i += 2) {
+  for (long i = 0; i < n_files; i += 2) {
     path_of(path, dir, "f%ld", i + round * 1000);
     CHECK(unlink(path) == 0, "unlink %s", path);
   }
@@ -385,6 +390,7 @@ int main(int argc, char** argv) {
   const char* mode = argv[1];
   const char* dir = argv[2];
   setvbuf(stdout, NULL, _IOLBF, 0);
+  if (strcmp(mode, "io") && strcmp(mode, "bad")) n_files = 20, big_mib = 16, n_entries = 300;
   if (!strcmp(mode, "io") || !strcmp(mode, "bad")) {
     /* A first pool access mounts the pool (mapfs's handler is installed
      * then), as a program started with its cwd in the pool does before
