@@ -323,7 +323,12 @@ Status FileData::StrictOverwrite(Inode* in, uint64_t in_voff, const void* buf, s
       (w1 - w0) / kPageSize <= strict_swap_max_pages_) {
     // 24 bytes per entry, 16 + data per partial page, 3 inode words.
     uint64_t logged = (w1 - w0) / kPageSize * 24 + 2 * 16 + (w0 - off) + (off + n - w1) + 3 * 24 + 16;
-    if (logged <= pool_->redo().capacity()) return StrictSwap(in, in_voff, buf, n, off, new_size);
+    if (logged <= pool_->redo().capacity()) {
+      Status s = StrictSwap(in, in_voff, buf, n, off, new_size);
+      // A full pool has no fresh pages, but the file changed nowhere: an
+      // overwrite that fits the redo log still goes through it below.
+      if (s.code() != ENOSPC) return s;
+    }
   }
   int64_t now = NowNs();
   medium::Tx meta;
