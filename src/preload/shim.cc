@@ -766,7 +766,7 @@ namespace {
 // one for every chdir into the pool, so that MAPFS_CWD (below) names the
 // moment it was written for. If none can be made, the kernel's cwd stays.
 void EnterRemovedDirectory() {
-  static const char* const kParents[] = {"/tmp", "/dev/shm", "/var/tmp"};
+  static const char* const kParents[] = {"/dev/shm", "/tmp", "/var/tmp"};  // tmpfs first: cheap
   for (const char* parent : kParents) {
     for (int attempt = 0; attempt < 4; attempt++) {
       uint64_t r = 0;

@@ -205,7 +205,9 @@ class Vm {
   // Takes the pool view's page faults for the chunk at `pool_off` in one
   // call the first time this process backs something with it (one bit per
   // chunk; a stale bit after a trim only costs faults).
-  void PopulateView(uint64_t pool_off);
+  // False when the medium cannot back the chunk (a full tmpfs): a store
+  // to it would raise SIGBUS.
+  bool PopulateView(uint64_t pool_off);
 
   // Process mappings. chunk_state(c) = number of runs mapped (0 = none).
   std::atomic<uint16_t>& ChunkState(uint64_t chunk);
