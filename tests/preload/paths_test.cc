@@ -148,6 +148,11 @@ std::vector<std::string> LimitChecks(const std::string& dir) {
   free(whole);
   errno = 0;
   add("getcwd NULL 100", getcwd(nullptr, 100) == nullptr ? strerrorname_np(errno) : "ok");
+  char* rp = realpath("f", nullptr);
+  add("realpath NULL", rp == nullptr ? strerrorname_np(errno) : rp == deep + "/f" ? "the path" : "other");
+  free(rp);
+  std::vector<char> rbuf(PATH_MAX);
+  add("realpath buf", realpath("f", rbuf.data()) == nullptr ? strerrorname_np(errno) : "ok");
   // A new image keeps the deep cwd.
   std::string child = ChildReport();
   add("child", child == std::to_string(deep.size()) + " f:ok\n" ? "cwd and f" : "lost: " + child);
