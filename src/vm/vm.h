@@ -9,9 +9,9 @@
 // a chunk that pswap has split.
 //
 // Mappings are made lazily: either explicitly (Map/Populate, which the file
-// system calls on entry) or by the SIGSEGV handler (fault.cc) when code
-// touches a region address not mapped yet. The handler chains to whatever
-// handler the application had installed for addresses outside every region.
+// system calls on entry) or by the SIGSEGV handler (fault.h) when code
+// touches a region address not mapped yet. Every other fault goes to the
+// program's own action for the signal, as the kernel would deliver it.
 //
 // Coherence across processes: every change that makes a mapping stale
 // (pswap, Unmap, Discard) is published in a ring in shared memory
