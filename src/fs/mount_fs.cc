@@ -2,6 +2,7 @@
 // and the file system's part of fsck.
 #include <dirent.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -19,6 +20,23 @@ namespace mapfs::fs {
 
 using meta::MetaTx;
 using meta::format::Inode;
+
+namespace {
+// st_dev of every file of the pool, stable per pool (from its UUID) and
+// shaped like the kernel's anonymous devices (tmpfs, FUSE): major 0 and a
+// 20-bit minor, so makedev(major(d), minor(d)) == d and tools that store
+// the pair (tar, rsync, statx's stx_dev_major/minor) see the same device.
+// The kernel hands out anonymous minors from the bottom up; taking ours
+// from the top half keeps a pool's number away from the kernel's file
+// systems in practice (a clash would make a program take a pool file and a
+// kernel file with the same inode number for one file).
+uint64_t DeviceOf(const uint8_t (&uuid)[16]) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the whole UUID
+  for (uint8_t b : uuid) h = (h ^ b) * 0x100000001b3ull;
+  uint32_t minor = 0x80000u | static_cast<uint32_t>((h ^ (h >> 32)) & 0x7ffffu);
+  return makedev(0, minor);
+}
+}  // namespace
 
 Result<std::unique_ptr<FileSystem>> FileSystem::Mount(const std::string& pool, const FsOptions& opt) {
   std::unique_ptr<FileSystem> fs(new FileSystem());
@@ -40,9 +58,7 @@ Result<std::unique_ptr<FileSystem>> FileSystem::Mount(const std::string& pool, c
   fs->data_ = std::make_unique<file::FileData>(&p, &vm, &sp);
   fs->shared_ = meta::FsSharedOf(&p);
   fs->locks_ = std::make_unique<meta::InodeLocks>(&p);
-  uint64_t dev = 0;
-  std::memcpy(&dev, p.header().uuid, 8);
-  fs->dev_ = dev & 0x7fffffffffffffffull;
+  fs->dev_ = DeviceOf(p.header().uuid);
   int mode = opt.mode >= 0 ? opt.mode : static_cast<int>(p.header().default_mode);
   if (mode < 0 || mode > 2) mode = 1;
   fs->default_mode_ = static_cast<file::Mode>(mode);

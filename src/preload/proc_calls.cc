@@ -191,7 +191,7 @@ bool PathHasMapfsDir() {
     size_t c = v.find(':');
     std::string_view d = v.substr(0, c);
     if (d.compare(0, pre.size(), pre) == 0 && (d.size() == pre.size() || d[pre.size()] == '/')) return true;
-    if (d.empty() || d[0] != '/') return Shim::Get().CwdIsMapfs();  // "" and relative entries mean the cwd
+    if ((d.empty() || d[0] != '/') && Shim::Get().CwdIsMapfs()) return true;  // "" and relative entries mean the cwd
     v = c == std::string_view::npos ? std::string_view() : v.substr(c + 1);
   }
   return false;
@@ -231,6 +231,41 @@ int ExecvpeAny(const char* file, char* const argv[], char* const envp[]) {
     else if (errno != ENOENT && errno != ENOTDIR && errno != ESTALE) return -1;
   }
   return FailErrno(eacces ? EACCES : ENOENT);
+}
+
+// posix_spawnp's search, done here when PATH reaches into mapfs: each
+// directory in turn, as glibc's search does (an entry that exists but
+// cannot be run is remembered as EACCES and the search goes on; an empty
+// entry is the cwd). A candidate is spawned only once it is known to be
+// an executable file, so the file actions run once, as in glibc.
+int SpawnpAny(pid_t* pid, const char* file, const posix_spawn_file_actions_t* fa, const posix_spawnattr_t* attr,
+              char* const argv[], char* const envp[]) {
+  if (*file == '\0') return ENOENT;
+  const char* p = std::getenv("PATH");
+  std::string path = p ? p : "/bin:/usr/bin";
+  bool eacces = false;
+  for (size_t i = 0; i <= path.size();) {
+    size_t c = path.find(':', i);
+    if (c == std::string::npos) c = path.size();
+    std::string dir = path.substr(i, c - i);
+    i = c + 1;
+    std::string cand = (dir.empty() ? std::string(".") : dir) + "/" + file;
+    struct stat st;
+    if (::stat(cand.c_str(), &st) != 0) {  // the shim's stat: pool or kernel
+      if (errno == EACCES) eacces = true;
+      continue;
+    }
+    if (!S_ISREG(st.st_mode) || ::access(cand.c_str(), X_OK) != 0) {
+      eacces = true;
+      continue;
+    }
+    ExecPlan plan;
+    if (Plan(cand.c_str(), argv, &plan) != 0) return errno;
+    auto v = plan.Argv();
+    auto e = SpawnedEnv(envp);
+    return REAL(posix_spawn)(pid, plan.path.c_str(), fa, attr, v.data(), e.data());
+  }
+  return eacces ? EACCES : ENOENT;
 }
 
 }  // namespace
@@ -301,6 +336,8 @@ MAPFS_EXPORT int posix_spawnp(pid_t* pid, const char* file, const posix_spawn_fi
                               const posix_spawnattr_t* attr, char* const argv[], char* const envp[]) {
   HandoffIfNeeded();
   if (in_core) return REAL(posix_spawnp)(pid, file, fa, attr, argv, envp);
+  if (std::strchr(file, '/') != nullptr) return posix_spawn(pid, file, fa, attr, argv, envp);
+  if (PathHasMapfsDir()) return SpawnpAny(pid, file, fa, attr, argv, envp);
   auto e = SpawnedEnv(envp);
   return REAL(posix_spawnp)(pid, file, fa, attr, argv, e.data());
 }

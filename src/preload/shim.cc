@@ -14,6 +14,8 @@
 #include <cstring>
 #include <vector>
 
+#include "preload/cwd_env.h"
+#include "preload/path_limits.h"
 #include "preload/real.h"
 #include "preload/stdio_redirect.h"
 
@@ -49,10 +51,11 @@ Shim* g_shim = nullptr;
 
 // Reads the two strings (pool path, mapfs path) after a hand-off record's
 // header at `at`. The lengths are inherited bytes: each must be a path
-// length (at most PATH_MAX) and the memfd must hold them exactly; their
-// sum is taken in 64 bits.
+// length (the pool's at most PATH_MAX; the mapfs path may be a cwd deeper
+// than that, up to kMaxRecordPath) and the memfd must hold them exactly;
+// their sum is taken in 64 bits.
 bool ReadRecordTail(int fd, size_t at, uint32_t a, uint32_t b, std::string* out) {
-  if (a > PATH_MAX || b > PATH_MAX) return false;
+  if (a > PATH_MAX || b > kMaxRecordPath) return false;
   uint64_t n = uint64_t{a} + b;
   struct stat st;
   if (REAL(fstat)(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) != at + n) return false;
@@ -343,6 +346,13 @@ Route Shim::Classify(int dirfd, const char* path) {
     return r;
   std::string_view p(path);
   if (p.empty()) return r;
+  r = ClassifySlow(dirfd, p);
+  KeepLengthVerdict(&r, p.size());
+  return r;
+}
+
+Route Shim::ClassifySlow(int dirfd, std::string_view p) {
+  Route r;
   std::string full;
   if (p[0] != '/') {
     uint64_t at;
@@ -746,7 +756,7 @@ void Shim::AdoptCwd(int fd) {
   fs::FileSystem* f = Fs();
   if (f == nullptr) return;
   CoreScope cs;
-  auto ino = f->Lookup(path, true, 0);
+  auto ino = LookupAnyLength(f, path);  // a cwd may be longer than PATH_MAX
   if (ino.ok()) Chdir(*ino, path);
 }
 
@@ -805,7 +815,7 @@ int Shim::Chdir(uint64_t ino, std::string mapfs_path) {
   struct stat st;
   if (REAL(stat)(".", &st) == 0) {
     std::string v = std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" + CwdPath();
-    ::setenv("MAPFS_CWD", v.c_str(), 1);
+    SetCwdEnv(v);  // not setenv: it would keep every value (see cwd_env.h)
   }
   return 0;
 }
@@ -821,13 +831,13 @@ void Shim::AdoptCwdFromEnv() {
   fs::FileSystem* f = Fs();
   if (f == nullptr) return;
   CoreScope cs;
-  auto i = f->Lookup(v + n, true, 0);
+  auto i = LookupAnyLength(f, v + n);
   if (i.ok()) Chdir(*i, v + n);
 }
 
 void Shim::LeaveMapfsCwd() {
   cwd_mapfs_.store(false, std::memory_order_release);
-  ::unsetenv("MAPFS_CWD");
+  ClearCwdEnv();
 }
 
 void Shim::FixStdio(int fd) { RedirectStdStream(fd); }

@@ -147,6 +147,7 @@ class Shim {
   void Adopt();           // descriptors and cwd inherited across exec
   void AdoptCwd(int fd);  // from the cwd memfd
   void AdoptCwdFromEnv();  // from MAPFS_CWD when no memfd came
+  Route ClassifySlow(int dirfd, std::string_view path);  // Classify past its fast path
 
   int Placeholder(bool cloexec, int min_fd);
   int AnyFdOf(const Desc* d) const;  // some descriptor of d, or -1

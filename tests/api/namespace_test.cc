@@ -2,6 +2,9 @@
 // path resolution, name limits, rename in all its forms, attributes, and
 // directory link counts. Most sequences are run on Linux (tmpfs) too and
 // must give the same results and errno.
+#include <sys/statvfs.h>
+#include <sys/sysmacros.h>
+
 #include "api/api_util.h"
 
 namespace mapfs::apitest {
@@ -738,6 +741,27 @@ TEST_F(NamespaceTest, TreeSurvivesRemount) {
   struct stat l;
   EXPECT_ERRNO(mapfs_stat(fs_, "/a/l", &l), ENOENT);  // b moved away
   EXPECT_OK(mapfs_lstat(fs_, "/a/l", &l));
+}
+
+// st_dev is one device per pool, kept across mounts, and shaped like the
+// kernel's anonymous devices: makedev(major(d), minor(d)) == d, major 0,
+// a 20-bit minor (it was a 63-bit slice of the UUID, which no dev_t pair
+// could hold; tar, rsync and statx store the pair).
+TEST_F(NamespaceTest, StDevRoundTripsAndStaysPerPool) {
+  ASSERT_OK(mapfs_mkdir(fs_, "/d", 0755));
+  struct stat a, b;
+  ASSERT_OK(mapfs_stat(fs_, "/", &a));
+  ASSERT_OK(mapfs_stat(fs_, "/d", &b));
+  EXPECT_EQ(a.st_dev, b.st_dev);
+  EXPECT_EQ(makedev(major(a.st_dev), minor(a.st_dev)), a.st_dev);
+  EXPECT_EQ(major(a.st_dev), 0u);
+  EXPECT_LT(minor(a.st_dev), 1u << 20);
+  struct statvfs v;
+  ASSERT_OK(mapfs_statvfs(fs_, &v));
+  EXPECT_EQ(v.f_fsid, a.st_dev);
+  Remount();
+  ASSERT_OK(mapfs_stat(fs_, "/d", &b));
+  EXPECT_EQ(b.st_dev, a.st_dev);
 }
 
 }  // namespace
