@@ -2,7 +2,8 @@
 # `cmake --install` of this build into a fresh prefix, then everything from
 # there: the CLI (mkfs/put/cat/fsck), `mapfs run` with the installed shim,
 # and examples/hello.c built against the installed package with pkg-config
-# and with find_package(mapfs), run on a pool. Leaves nothing behind.
+# and with find_package(mapfs), run on a pool; the man pages; the .deb
+# (unpacked). Leaves nothing behind.
 # Usage: install_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build=$1 src=$2
@@ -16,7 +17,13 @@ m=$prefix/bin/mapfs
 [ -x "$m" ] || { echo "FAIL: no bin/mapfs in the prefix"; exit 1; }
 # The CLI has the core linked in: it must not load a libmapfs.so (from the
 # build tree or anywhere else), which exports only the C API.
-if ldd "$m" | grep -q 'libmapfs\.so'; then echo "FAIL: the installed CLI loads a libmapfs.so"; ldd "$m"; exit 1; fi
+if ldd "$m" | grep 'libmapfs\.so' >/dev/null; then echo "FAIL: the installed CLI loads a libmapfs.so"; ldd "$m"; exit 1; fi
+for page in man1/mapfs.1 man3/mapfs.3 man3/mapfs_open.3; do
+  [ -f "$prefix/share/man/$page" ] || { echo "FAIL: no share/man/$page in the prefix"; exit 1; }
+done
+# man-db follows the one-line page to mapfs(3).
+[ "$(MANPATH="$prefix/share/man" man -w 3 mapfs_open 2>/dev/null)" = "$prefix/share/man/man3/mapfs.3" ] ||
+  { echo "FAIL: man -w 3 mapfs_open does not find mapfs(3) in the prefix"; exit 1; }
 "$m" mkfs "$pool" --size 64M >/dev/null
 echo installed | "$m" put "$pool" - /a
 [ "$("$m" cat "$pool" /a)" = installed ] || { echo "FAIL: put/cat from the prefix"; exit 1; }
@@ -30,7 +37,7 @@ PKG_CONFIG_PATH=$(dirname "$(find "$prefix" -name mapfs.pc)")
 export PKG_CONFIG_PATH
 libdir=$(pkg-config --variable=libdir mapfs)
 cc "$src/examples/hello.c" $(pkg-config --cflags --libs mapfs) -Wl,-rpath,"$libdir" -o "$tmp/hello-pc"
-ldd "$tmp/hello-pc" | grep -q "$libdir/libmapfs.so.0" || { echo "FAIL: the example does not load the installed libmapfs.so.0"; ldd "$tmp/hello-pc"; exit 1; }
+ldd "$tmp/hello-pc" | grep "$libdir/libmapfs.so.0" >/dev/null || { echo "FAIL: the example does not load the installed libmapfs.so.0"; ldd "$tmp/hello-pc"; exit 1; }
 [ "$("$tmp/hello-pc" "$pool")" = "hello from mapfs" ] || { echo "FAIL: example built with pkg-config"; exit 1; }
 cmake -S "$src/examples" -B "$tmp/ex" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$tmp/ex" >/dev/null
@@ -49,4 +56,6 @@ rm -f "$pool"
 echo packaged | "$d" put "$pool" - /c
 [ "$("$d" cat "$pool" /c)" = packaged ] || { echo "FAIL: put/cat from the unpacked .deb"; exit 1; }
 "$d" fsck "$pool" >/dev/null
+dpkg-deb -c "$deb" | grep '/usr/share/man/man3/mapfs.3$' >/dev/null || { echo "FAIL: the .deb has no man page mapfs(3)"; exit 1; }
+
 echo "1 passed, 0 failed"
