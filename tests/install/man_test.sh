@@ -31,7 +31,9 @@ for v in $verbs; do
   grep -qx "$v" <<<"$e1" || bad "mapfs.1: no entry for the verb '$v' (listed by 'mapfs help')"
 done
 bench_usage=$("$mapfs" bench 2>&1 >/dev/null)
-suites=$(printf '%s\n' "$bench_usage" | grep -oE '^  [a-z]+  ' | tr -d ' ' | sort -u)
+# The suites: those of the bench usage and the SUITE list of 'mapfs help'.
+suites=$( (printf '%s\n' "$bench_usage" | grep -oE '^  [a-z]+  ' | tr -d ' '
+           printf '%s\n' "$help" | grep -oE '[a-z]+(\|[a-z]+){4,}' | tr '|' '\n') | sort -u)
 [ -n "$suites" ] || bad "found no suites in the usage of 'mapfs bench'"
 for s in $suites; do
   grep -qx "$s" <<<"$e1" || bad "mapfs.1: no entry for the bench suite '$s'"
