@@ -11,6 +11,9 @@ pkgs="$pkgs libfuse3-dev fuse3 pkg-config"
 pkgs="$pkgs rocksdb-tools libsqlite3-dev python3-matplotlib"
 # The pool-image fuzzer (tests/crash/fuzz: libFuzzer needs clang).
 pkgs="$pkgs clang"
+# The man pages' test (tests/install/man_test.sh: groff renders them, man
+# finds the installed ones).
+pkgs="$pkgs groff-base man-db"
 missing=""
 for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then

@@ -21,6 +21,13 @@
 extern "C" {
 #endif
 
+/* Everything declared here is exported by libmapfs.so, which is built with
+ * -fvisibility=hidden: the pragma gives these declarations (and so their
+ * definitions) default visibility. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
 /* "MAJOR.MINOR.PATCH" of the library. */
 const char *mapfs_version(void);
 /* On-media format version this library reads and writes. */
@@ -121,6 +128,10 @@ void mapfs_rewinddir(mapfs_dir_t *d);
 void *mapfs_mmap(mapfs_t *fs, int fd, size_t *capacity);
 /* A write that is all-or-nothing across a crash, whatever the mode. */
 ssize_t mapfs_pwrite_atomic(mapfs_t *fs, int fd, const void *buf, size_t n, off_t off);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }
