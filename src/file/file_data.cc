@@ -138,12 +138,16 @@ void FileData::PublishSize(Inode* in, uint64_t size, Mode mode, bool data_fenced
   // A larger size must not be durable before the data; when the size
   // stays, one fence makes the data and the times durable together (no
   // mode promises times atomic with the data). Size, mtime and ctime share
-  // the inode's first line; non-temporal stores make it durable at the
-  // fence without a write-back of the line.
+  // the inode's first line: regular stores and one write-back of the line,
+  // which stays in the cache for the next call to read. (Non-temporal
+  // stores evict it: on this machine, 2026-11-26, the next call's read of
+  // the size then cost a memory round trip, 1.33 µs per 4 KiB append
+  // against 0.70 µs with the write-back.)
   if (!data_fenced && grows) medium::Fence();
-  if (grows) medium::StoreNt64(&in->size, size);
-  medium::StoreNt64(mtime, now);
-  medium::StoreNt64(ctime, now);
+  if (grows) medium::Store64(&in->size, size);
+  medium::Store64(mtime, now);
+  medium::Store64(ctime, now);
+  medium::Flush(&in->size, offsetof(Inode, ctime_ns) + 8 - offsetof(Inode, size));
   medium::Fence();
 }
 
@@ -430,8 +434,9 @@ Status FileData::StrictSwap(Inode* in, uint64_t in_voff, const void* buf, size_t
     // 2a. One page, nothing else: the times first (no mode makes them
     //     atomic with the data), then one 8-byte page-table entry store is
     //     the commit.
-    medium::StoreNt64(reinterpret_cast<uint64_t*>(&in->mtime_ns), now);
-    medium::StoreNt64(reinterpret_cast<uint64_t*>(&in->ctime_ns), now);
+    medium::Store64(reinterpret_cast<uint64_t*>(&in->mtime_ns), now);
+    medium::Store64(reinterpret_cast<uint64_t*>(&in->ctime_ns), now);
+    medium::Flush(&in->mtime_ns, 16);  // one line, kept in the cache (PublishSize)
     medium::Fence();
     s = vm_->ReplacePages(base + p0, fresh, 1, nullptr);
   } else {
