@@ -34,9 +34,6 @@ void Tx::PutBytes(uint64_t pool_off, const void* data, size_t len) {
 
 namespace {
 
-// `seq` of a committed slot (0: free or retired).
-constexpr uint64_t kCommitted = 1;
-
 uint32_t SlotCrc(const RedoSlotHeader* h, const uint64_t* payload) {
   uint32_t crc = Crc32c(&h->seq, sizeof h->seq);
   crc = Crc32c(&h->bytes, sizeof h->bytes, crc);
@@ -70,19 +67,53 @@ bool RecordsValid(const uint64_t* payload, size_t bytes, uint64_t size) {
 // Applies the records in `payload`; returns false, applying nothing, if they
 // are malformed (which a valid checksum makes impossible short of a bug or
 // collision). Checking first keeps even a bad record set all-or-nothing.
+//
+// 8-byte words are applied with single atomic stores (lock-free readers
+// never see one torn) and stay in the cache; each cache line they touch is
+// written back once, after the last store to it, however many words of the
+// line the transaction changes (a create changes several words of one
+// directory block line and of one inode line). Byte ranges go
+// non-temporal. Ends with the fence that makes every record durable.
 bool ApplyRecords(Pool* pool, const uint64_t* payload, size_t bytes) {
   if (!RecordsValid(payload, bytes, pool->size())) return false;
-  ForEachRecord(payload, bytes, pool->size(), [pool](uint64_t off, uint64_t len, const uint64_t* data) {
+  constexpr size_t kMaxLines = 32;
+  uintptr_t lines[kMaxLines];
+  size_t nlines = 0;
+  ForEachRecord(payload, bytes, pool->size(), [&](uint64_t off, uint64_t len, const uint64_t* data) {
     char* dst = pool->base() + off;
     if (len == 8 && off % 8 == 0) {
       Store64(reinterpret_cast<uint64_t*>(dst), *data);
-      Flush(dst, 8);
+      uintptr_t line = reinterpret_cast<uintptr_t>(dst) & ~uintptr_t{63};
+      for (size_t i = 0; i < nlines; i++)
+        if (lines[i] == line) return;
+      if (nlines == kMaxLines) {
+        // Rare (a structural transaction): write the oldest back now; a
+        // later store to it is written back again.
+        Flush(reinterpret_cast<const void*>(lines[0]), 64);
+        std::memmove(lines, lines + 1, sizeof lines[0] * (kMaxLines - 1));
+        nlines--;
+      }
+      lines[nlines++] = line;
     } else {
       CopyNt(dst, data, len);
     }
   });
+  for (size_t i = 0; i < nlines; i++) Flush(reinterpret_cast<const void*>(lines[i]), 64);
   Fence();
   return true;
+}
+
+// A sequence word for a new commit: nonzero and, with overwhelming
+// probability, different from every value a slot held before (see Commit).
+uint64_t NextSeq() {
+  static thread_local uint64_t state = 0;
+  if (state == 0) state = __builtin_ia32_rdtsc() ^ reinterpret_cast<uintptr_t>(&state);
+  // splitmix64
+  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return z == 0 ? 1 : z;
 }
 
 }  // namespace
@@ -129,30 +160,35 @@ Status RedoLog::Commit(const Tx& tx) {
   int slot = AcquireSlot();
   RedoSlotHeader* h = slot_header(slot);
   auto* payload = reinterpret_cast<uint64_t*>(h + 1);
-  // 1. Payload, durable before the header that validates it.
+  // 1. Payload and header in one go, all non-temporal, one fence: once
+  //    durable, the transaction is committed. Real PM persists these
+  //    8-byte words in any order, so a crash may leave any mix of the new
+  //    payload, the new header words and what the slot held before (its
+  //    last commit's `bytes`, `crc` and payload beside `seq` = 0). The
+  //    checksum covers `seq`, `bytes` and the payload, and `seq` is fresh
+  //    for every commit (never the value a previous commit left in this
+  //    slot), so no such mix validates: neither a new `seq` over a partly
+  //    written payload nor a new `seq` beside the previous commit's
+  //    length and checksum (the same payload prefix would match a constant
+  //    `seq`).
   CopyNt(payload, tx.buf_.data(), bytes);
-  // 2. Length and checksum (one 8-byte word), durable with the payload
-  //    before the sequence word: real PM tears a 64-byte header at 8
-  //    bytes, and retiring clears only `seq`, so a header written at once
-  //    could show the new seq beside the previous commit's length and crc,
-  //    which may validate over a payload whose prefix is the same.
   RedoSlotHeader nh{};
-  nh.seq = kCommitted;
+  nh.seq = NextSeq();
   nh.bytes = static_cast<uint32_t>(bytes);
   nh.crc = SlotCrc(&nh, tx.buf_.data());
   uint64_t len_crc;
   static_assert(offsetof(RedoSlotHeader, crc) == offsetof(RedoSlotHeader, bytes) + 4);
   std::memcpy(&len_crc, &nh.bytes, 8);
-  Store64(reinterpret_cast<uint64_t*>(&h->bytes), len_crc);
-  Flush(&h->bytes, 8);
+  StoreNt64(reinterpret_cast<uint64_t*>(&h->bytes), len_crc);
+  StoreNt64(&h->seq, nh.seq);
   Fence();
-  // 3. The sequence word: once durable, the transaction is committed.
-  Store64(&h->seq, nh.seq);
-  Persist(&h->seq, 8);
-  // 4. Apply (ends with a fence), 5. retire the record.
+  // 2. Apply (ends with a fence: every record durable before the slot is
+  //    retired), 3. retire: durable before the slot can be reused and
+  //    before any later transaction (of any thread) changes the same words,
+  //    which a replay of this one would otherwise undo.
   ApplyRecords(pool_, tx.buf_.data(), bytes);
-  Store64(&h->seq, 0);
-  Persist(&h->seq, 8);
+  StoreNt64(&h->seq, 0);
+  Fence();
   ReleaseSlot(slot);
   return Status::Ok();
 }
