@@ -84,7 +84,8 @@ Status FileData::Prepare(const Inode* in, uint64_t off, uint64_t n) {
   // from the size up they are past the end, which every size increase
   // zeroes or writes before publishing it (zero on extend).
   uint64_t base = PartVoff(w);
-  return vm_->Populate(v, n, vm::ZeroRange{base, base + medium::Load64(&in->size)});
+  // Not mapped in the region: the data path copies through the pool view.
+  return vm_->Populate(v, n, vm::ZeroRange{base, base + medium::Load64(&in->size)}, /*map_here=*/false);
 }
 
 void FileData::CopyIn(uint64_t voff, const void* buf, size_t n) {
@@ -313,7 +314,17 @@ Result<size_t> FileData::Write(Inode* in, uint64_t in_voff, const void* buf, siz
 Status FileData::StrictOverwrite(Inode* in, uint64_t in_voff, const void* buf, size_t n, uint64_t off, bool mapped,
                                  uint64_t new_size) {
   uint64_t base = PartVoff(in->part);
-  MAPFS_RETURN_IF_ERROR(Prepare(in, off, n));
+  if (!vm_->Backed(base + off, n)) MAPFS_RETURN_IF_ERROR(Prepare(in, off, n));
+  // Whole pages go to fresh pages (ctFS write-and-swap), where the file
+  // owns its chunks (large partitions), pages are 4 KiB, and no map holds
+  // the file's pages.
+  uint64_t w0 = AlignUp(off, kPageSize), w1 = AlignDown(off + n, kPageSize);
+  if (!mapped && w0 < w1 && PartLevel(in->part) >= 3 && pool_->header().page_shift == 12 &&
+      (w1 - w0) / kPageSize <= kSwapMaxPages) {
+    // 24 bytes per entry, 16 + data per partial page, 3 inode words.
+    uint64_t logged = (w1 - w0) / kPageSize * 24 + 2 * 16 + (w0 - off) + (off + n - w1) + 3 * 24 + 16;
+    if (logged <= pool_->redo().capacity()) return StrictSwap(in, in_voff, buf, n, off, new_size);
+  }
   int64_t now = NowNs();
   medium::Tx meta;
   auto size_off = vm_->Translate(in_voff + offsetof(Inode, size));
@@ -334,7 +345,7 @@ Status FileData::StrictOverwrite(Inode* in, uint64_t in_voff, const void* buf, s
       uint64_t stop = std::min(end, AlignDown(p, kPageSize) + kPageSize);
       auto po = vm_->Translate(base + p);
       if (!po.ok()) return po.status();
-      tx.PutBytes(*po, src + (p - off), stop - p);
+      tx.PutBytesRef(*po, src + (p - off), stop - p);
       p = stop;
     }
     tx.Append(meta);
@@ -351,7 +362,7 @@ Status FileData::StrictOverwrite(Inode* in, uint64_t in_voff, const void* buf, s
     // Maps of the pool file hold the file's pages: a write too large for
     // the log goes in place, all-or-nothing no more than a store through a
     // map would be.
-    medium::CopyNt(vm_->at(base + off), buf, n);
+    CopyIn(base + off, buf, n);
     medium::Fence();
     return pool_->redo().Commit(meta);
   }
@@ -368,6 +379,7 @@ Status FileData::StrictOverwrite(Inode* in, uint64_t in_voff, const void* buf, s
   // The staging pages are written whole below: no zeroing.
   Status s = level >= 3 ? vm_->Populate(sv, span, vm::ZeroRange{0, 0}) : vm_->Map(sv, span);
   if (s.ok()) s = Prepare(in, p0, span);
+  if (s.ok()) s = vm_->Map(base + p0, span);  // read below through the region
   if (!s.ok()) {
     (void)space_->Free(*st);
     return s;
@@ -381,6 +393,72 @@ Status FileData::StrictOverwrite(Inode* in, uint64_t in_voff, const void* buf, s
   s = vm_->Pswap(base + p0, sv, span / kPageSize, &meta);
   Status f = space_->Free(*st);
   return s.ok() ? f : s;
+}
+
+Status FileData::StrictSwap(Inode* in, uint64_t in_voff, const void* buf, size_t n, uint64_t off,
+                            uint64_t new_size) {
+  const char* src = static_cast<const char*>(buf);
+  uint64_t base = PartVoff(in->part);
+  uint64_t p0 = AlignUp(off, kPageSize), p1 = AlignDown(off + n, kPageSize);
+  uint64_t npages = (p1 - p0) / kPageSize;
+  // 1. The whole pages' new bytes, written once, to fresh pages (their
+  //    bitmap bits written back with them).
+  uint64_t inline_fresh[8];
+  std::vector<uint64_t> heap_fresh;
+  uint64_t* fresh = inline_fresh;
+  if (npages > std::size(inline_fresh)) {
+    heap_fresh.resize(npages);
+    fresh = heap_fresh.data();
+  }
+  auto free_fresh = [&](uint64_t k) {
+    for (uint64_t i = 0; i < k; i++) vm_->pages().FreePages(fresh[i], 1);
+  };
+  MAPFS_RETURN_IF_ERROR(vm_->pages().AllocPages(npages, fresh, /*durable=*/false));
+  for (uint64_t i = 0; i < npages;) {
+    uint64_t j = i + 1;  // a run of pages contiguous in the pool: one copy
+    while (j < npages && fresh[j] == fresh[j - 1] + kPageSize) j++;
+    medium::CopyNt(pool_->base() + fresh[i], src + (p0 - off) + i * kPageSize, (j - i) * kPageSize);
+    i = j;
+  }
+  auto now = static_cast<uint64_t>(NowNs());
+  Status s;
+  if (npages == 1 && off == p0 && off + n == p1 && new_size == in->size) {
+    // 2a. One page, nothing else: the times first (no mode makes them
+    //     atomic with the data), then one 8-byte page-table entry store is
+    //     the commit.
+    medium::StoreNt64(reinterpret_cast<uint64_t*>(&in->mtime_ns), now);
+    medium::StoreNt64(reinterpret_cast<uint64_t*>(&in->ctime_ns), now);
+    medium::Fence();
+    s = vm_->ReplacePages(base + p0, fresh, 1, nullptr);
+  } else {
+    // 2b. Partial head and tail pages through the log, committed with the
+    //     new entries, the size and the times in one transaction.
+    medium::Tx tx;
+    if (off < p0) {
+      auto po = vm_->Translate(base + off);
+      if (!po.ok()) s = po.status();
+      else tx.PutBytesRef(*po, src, p0 - off);
+    }
+    if (s.ok() && p1 < off + n) {
+      auto po = vm_->Translate(base + p1);
+      if (!po.ok()) s = po.status();
+      else tx.PutBytesRef(*po, src + (p1 - off), off + n - p1);
+    }
+    auto size_off = vm_->Translate(in_voff + offsetof(Inode, size));
+    auto mt_off = vm_->Translate(in_voff + offsetof(Inode, mtime_ns));
+    auto ct_off = vm_->Translate(in_voff + offsetof(Inode, ctime_ns));
+    if (s.ok() && (!size_off.ok() || !mt_off.ok() || !ct_off.ok())) s = Status::Error(EUCLEAN, "inode not backed");
+    if (s.ok()) {
+      tx.Put64(*size_off, new_size);
+      tx.Put64(*mt_off, now);
+      tx.Put64(*ct_off, now);
+      medium::Fence();
+      s = vm_->ReplacePages(base + p0, fresh, npages, &tx);
+    }
+  }
+  // On failure nothing names the fresh pages.
+  if (!s.ok()) free_fresh(npages);
+  return s;
 }
 
 Status FileData::Truncate(Inode* in, uint64_t in_voff, uint64_t size, Mode mode, bool mapped) {

@@ -135,6 +135,16 @@ class FileData {
   Status Zero(const meta::format::Inode* in, uint64_t from, uint64_t to);
   Status StrictOverwrite(meta::format::Inode* in, uint64_t in_voff, const void* buf, size_t n, uint64_t off, bool mapped,
                          uint64_t new_size);
+  // Write-and-swap (ctFS): the whole pages of [off, off+n) are written to
+  // fresh pool pages and published by replacing the file's page-table
+  // entries; partial head and tail pages go through the redo log in the
+  // same commit. The range is backed; the file owns its chunks.
+  Status StrictSwap(meta::format::Inode* in, uint64_t in_voff, const void* buf, size_t n, uint64_t off,
+                    uint64_t new_size);
+  // Most pages one strict write swaps page by page (their entries must
+  // also fit one redo transaction); larger writes swap a staging range,
+  // whole chunks at a time.
+  static constexpr uint64_t kSwapMaxPages = 2048;
   void PublishSize(meta::format::Inode* in, uint64_t size, Mode mode, bool data_fenced);
 
   medium::Pool* pool_;

@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <cstring>
+#include <iterator>
 
 #include "common/crc32c.h"
 #include "medium/persist.h"
@@ -13,26 +14,60 @@ namespace mapfs::medium {
 // ---------------------------------------------------------------- Tx
 
 void Tx::Put64(uint64_t pool_off, uint64_t value) {
-  buf_.push_back(pool_off);
-  buf_.push_back(8);
-  buf_.push_back(value);
+  recs_.push_back({pool_off, 8, nullptr, own_.size()});
+  own_.push_back(value);
+  bytes_ += 24;
 }
 
 void Tx::PutBytes(uint64_t pool_off, const void* data, size_t len) {
   // A zero-length store changes nothing; recording it would make the record
   // set malformed (len 0) and cost every record after it.
   if (len == 0) return;
-  buf_.push_back(pool_off);
-  buf_.push_back(len);
   size_t words = (len + 7) / 8;
-  size_t at = buf_.size();
-  buf_.resize(at + words, 0);
-  std::memcpy(buf_.data() + at, data, len);
+  recs_.push_back({pool_off, len, nullptr, own_.size()});
+  own_.resize(own_.size() + words, 0);
+  std::memcpy(own_.data() + recs_.back().own, data, len);
+  bytes_ += 16 + words * 8;
+}
+
+void Tx::PutBytesRef(uint64_t pool_off, const void* data, size_t len) {
+  if (len == 0) return;
+  recs_.push_back({pool_off, len, data, 0});
+  bytes_ += 16 + (len + 7) / 8 * 8;
+}
+
+void Tx::Append(const Tx& o) {
+  size_t base = own_.size();
+  own_.insert(own_.end(), o.own_.begin(), o.own_.end());
+  for (Rec r : o.recs_) {
+    if (!r.ext) r.own += base;
+    recs_.push_back(r);
+  }
+  bytes_ += o.bytes_;
+}
+
+void Tx::Clear() {
+  recs_.clear();
+  own_.clear();
+  bytes_ = 0;
 }
 
 // ---------------------------------------------------------------- RedoLog
 
 namespace {
+
+// A sequence word for a new commit: nonzero and, with overwhelming
+// probability, different from every value a slot held before (see Commit).
+uint64_t NextSeq() {
+  static thread_local uint64_t state = 0;
+  if (state == 0) state = __builtin_ia32_rdtsc() ^ reinterpret_cast<uintptr_t>(&state);
+  // splitmix64
+  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return z == 0 ? 1 : z;
+}
 
 uint32_t SlotCrc(const RedoSlotHeader* h, const uint64_t* payload) {
   uint32_t crc = Crc32c(&h->seq, sizeof h->seq);
@@ -67,53 +102,19 @@ bool RecordsValid(const uint64_t* payload, size_t bytes, uint64_t size) {
 // Applies the records in `payload`; returns false, applying nothing, if they
 // are malformed (which a valid checksum makes impossible short of a bug or
 // collision). Checking first keeps even a bad record set all-or-nothing.
-//
-// 8-byte words are applied with single atomic stores (lock-free readers
-// never see one torn) and stay in the cache; each cache line they touch is
-// written back once, after the last store to it, however many words of the
-// line the transaction changes (a create changes several words of one
-// directory block line and of one inode line). Byte ranges go
-// non-temporal. Ends with the fence that makes every record durable.
 bool ApplyRecords(Pool* pool, const uint64_t* payload, size_t bytes) {
   if (!RecordsValid(payload, bytes, pool->size())) return false;
-  constexpr size_t kMaxLines = 32;
-  uintptr_t lines[kMaxLines];
-  size_t nlines = 0;
-  ForEachRecord(payload, bytes, pool->size(), [&](uint64_t off, uint64_t len, const uint64_t* data) {
+  ForEachRecord(payload, bytes, pool->size(), [pool](uint64_t off, uint64_t len, const uint64_t* data) {
     char* dst = pool->base() + off;
     if (len == 8 && off % 8 == 0) {
       Store64(reinterpret_cast<uint64_t*>(dst), *data);
-      uintptr_t line = reinterpret_cast<uintptr_t>(dst) & ~uintptr_t{63};
-      for (size_t i = 0; i < nlines; i++)
-        if (lines[i] == line) return;
-      if (nlines == kMaxLines) {
-        // Rare (a structural transaction): write the oldest back now; a
-        // later store to it is written back again.
-        Flush(reinterpret_cast<const void*>(lines[0]), 64);
-        std::memmove(lines, lines + 1, sizeof lines[0] * (kMaxLines - 1));
-        nlines--;
-      }
-      lines[nlines++] = line;
+      Flush(dst, 8);
     } else {
       CopyNt(dst, data, len);
     }
   });
-  for (size_t i = 0; i < nlines; i++) Flush(reinterpret_cast<const void*>(lines[i]), 64);
   Fence();
   return true;
-}
-
-// A sequence word for a new commit: nonzero and, with overwhelming
-// probability, different from every value a slot held before (see Commit).
-uint64_t NextSeq() {
-  static thread_local uint64_t state = 0;
-  if (state == 0) state = __builtin_ia32_rdtsc() ^ reinterpret_cast<uintptr_t>(&state);
-  // splitmix64
-  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  z ^= z >> 31;
-  return z == 0 ? 1 : z;
 }
 
 }  // namespace
@@ -147,16 +148,58 @@ int RedoLog::AcquireSlot() {
 
 void RedoLog::ReleaseSlot(int slot) { pool_->shared()->redo_owner[slot].store(0); }
 
+uint32_t RedoLog::WriteRecords(const Tx& tx, uint64_t* payload, uint32_t crc) {
+  // Record headers and small data gather in `stage` and go out in one
+  // non-temporal copy; large data goes straight from its source. The
+  // checksum follows the bytes in log order.
+  alignas(64) uint64_t stage[128];
+  size_t staged = 0;  // words in stage
+  auto* out = reinterpret_cast<char*>(payload);
+  auto flush_stage = [&] {
+    if (staged == 0) return;
+    CopyNt(out, stage, staged * 8);
+    crc = Crc32c(stage, staged * 8, crc);
+    out += staged * 8;
+    staged = 0;
+  };
+  constexpr size_t kDirect = 256;  // data at least this large is not staged
+  for (const Tx::Rec& r : tx.recs_) {
+    size_t words = (r.len + 7) / 8;
+    if (staged + 2 + (r.len < kDirect ? words : 0) > std::size(stage)) flush_stage();
+    stage[staged++] = r.off;
+    stage[staged++] = r.len;
+    if (r.len < kDirect) {
+      stage[staged + words - 1] = 0;  // padding reads as zero
+      std::memcpy(stage + staged, tx.data(r), r.len);
+      staged += words;
+      continue;
+    }
+    flush_stage();
+    CopyNt(out, tx.data(r), r.len);
+    crc = Crc32c(tx.data(r), r.len, crc);
+    out += r.len;
+    if (size_t pad = words * 8 - r.len) {
+      static constexpr char kZeros[8] = {};
+      CopyNt(out, kZeros, pad);
+      crc = Crc32c(kZeros, pad, crc);
+      out += pad;
+    }
+  }
+  flush_stage();
+  return crc;
+}
+
 Status RedoLog::Commit(const Tx& tx) {
   if (tx.empty()) return Status::Ok();
   size_t bytes = tx.payload_bytes();
   if (bytes > capacity()) return Status::Error(E2BIG, "redo transaction too large");
   // Refuse a record that could not be applied before anything is written:
   // committing it would apply the records before it and silently drop the rest.
-  if (!RecordsValid(tx.buf_.data(), bytes, pool_->size()))
-    return Status::Error(EINVAL, "redo transaction stores outside the pool");
+  const uint64_t size = pool_->size();
+  for (const Tx::Rec& r : tx.recs_)
+    if (r.off > size || r.len > size - r.off) return Status::Error(EINVAL, "redo transaction stores outside the pool");
   // Test-only: the classic logging bug the crash checker must catch.
-  if (BugInjected(InjectedBug::kApplyBeforeCommit)) ApplyRecords(pool_, tx.buf_.data(), bytes);
+  if (BugInjected(InjectedBug::kApplyBeforeCommit)) Apply(tx);
   int slot = AcquireSlot();
   RedoSlotHeader* h = slot_header(slot);
   auto* payload = reinterpret_cast<uint64_t*>(h + 1);
@@ -168,29 +211,68 @@ Status RedoLog::Commit(const Tx& tx) {
   //    checksum covers `seq`, `bytes` and the payload, and `seq` is fresh
   //    for every commit (never the value a previous commit left in this
   //    slot), so no such mix validates: neither a new `seq` over a partly
-  //    written payload nor a new `seq` beside the previous commit's
-  //    length and checksum (the same payload prefix would match a constant
-  //    `seq`).
-  CopyNt(payload, tx.buf_.data(), bytes);
+  //    written payload nor a new `seq` beside the previous commit's length
+  //    and checksum (which a constant `seq` would validate over a payload
+  //    whose prefix had not changed yet). The header words are
+  //    non-temporal: nothing reads them on this path, and a write-back of
+  //    a cached line costs more.
   RedoSlotHeader nh{};
   nh.seq = NextSeq();
   nh.bytes = static_cast<uint32_t>(bytes);
-  nh.crc = SlotCrc(&nh, tx.buf_.data());
+  uint32_t crc = Crc32c(&nh.seq, sizeof nh.seq);
+  crc = Crc32c(&nh.bytes, sizeof nh.bytes, crc);
+  nh.crc = WriteRecords(tx, payload, crc);
   uint64_t len_crc;
   static_assert(offsetof(RedoSlotHeader, crc) == offsetof(RedoSlotHeader, bytes) + 4);
   std::memcpy(&len_crc, &nh.bytes, 8);
   StoreNt64(reinterpret_cast<uint64_t*>(&h->bytes), len_crc);
   StoreNt64(&h->seq, nh.seq);
   Fence();
-  // 2. Apply (ends with a fence: every record durable before the slot is
-  //    retired), 3. retire: durable before the slot can be reused and
-  //    before any later transaction (of any thread) changes the same words,
-  //    which a replay of this one would otherwise undo.
-  ApplyRecords(pool_, tx.buf_.data(), bytes);
+  // 2. Apply, from the transaction's own buffers (in cache) rather than the
+  //    log; ends with a fence: every record durable before the slot is
+  //    retired. 3. Retire: durable before the slot can be reused and before
+  //    any later transaction (of any thread) changes the same words, which
+  //    a replay of this one would otherwise undo.
+  Apply(tx);
   StoreNt64(&h->seq, 0);
   Fence();
   ReleaseSlot(slot);
   return Status::Ok();
+}
+
+// 8-byte words are applied with single atomic stores (lock-free readers
+// never see one torn) and stay in the cache; each cache line they touch is
+// written back once, after the last store to it, however many words of the
+// line the transaction changes (a create changes several words of one
+// directory block line and of one inode line). Byte ranges go
+// non-temporal. Ends with the fence that makes every record durable.
+void RedoLog::Apply(const Tx& tx) {
+  char* base = pool_->base();
+  constexpr size_t kMaxLines = 32;
+  uintptr_t lines[kMaxLines];
+  size_t nlines = 0;
+  for (const Tx::Rec& r : tx.recs_) {
+    char* dst = base + r.off;
+    if (r.len != 8 || r.off % 8 != 0) {
+      CopyNt(dst, tx.data(r), r.len);
+      continue;
+    }
+    Store64(reinterpret_cast<uint64_t*>(dst), *static_cast<const uint64_t*>(tx.data(r)));
+    uintptr_t line = reinterpret_cast<uintptr_t>(dst) & ~uintptr_t{63};
+    bool seen = false;
+    for (size_t i = 0; i < nlines && !seen; i++) seen = lines[i] == line;
+    if (seen) continue;
+    if (nlines == kMaxLines) {
+      // Rare (a structural transaction): write the oldest back now; a
+      // later store to it is written back again.
+      Flush(reinterpret_cast<const void*>(lines[0]), 64);
+      std::memmove(lines, lines + 1, sizeof lines[0] * (kMaxLines - 1));
+      nlines--;
+    }
+    lines[nlines++] = line;
+  }
+  for (size_t i = 0; i < nlines; i++) Flush(reinterpret_cast<const void*>(lines[i]), 64);
+  Fence();
 }
 
 bool RedoLog::ReplaySlot(int slot) {

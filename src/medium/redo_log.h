@@ -46,19 +46,39 @@ class Tx {
   // Records an 8-byte store; applied with a single atomic store, so a reader
   // that does not hold the caller's lock still never sees a torn word.
   void Put64(uint64_t pool_off, uint64_t value);
-  // Records a store of `len` bytes.
+  // Records a store of `len` bytes (copied now).
   void PutBytes(uint64_t pool_off, const void* data, size_t len);
-  // Appends every record of `o` (applied after this one's).
-  void Append(const Tx& o) { buf_.insert(buf_.end(), o.buf_.begin(), o.buf_.end()); }
-  bool empty() const { return buf_.empty(); }
-  // Room for `bytes` of records without reallocating.
-  void Reserve(size_t bytes) { buf_.reserve(bytes / 8); }
-  size_t payload_bytes() const { return buf_.size() * 8; }
-  void Clear() { buf_.clear(); }
+  // Records a store of `len` bytes read from `data` only at Commit: the
+  // caller keeps them valid and unchanged until Commit returns. Large data
+  // (strict-mode file writes) then goes from the caller's buffer straight
+  // to the log and to its place, with no copy in between.
+  void PutBytesRef(uint64_t pool_off, const void* data, size_t len);
+  // Appends every record of `o` (applied after this one's). References stay
+  // references: `o`'s data must live until this transaction commits.
+  void Append(const Tx& o);
+  bool empty() const { return recs_.empty(); }
+  // Room for `records` records and `bytes` of copied data without
+  // reallocating.
+  void Reserve(size_t records, size_t bytes) {
+    recs_.reserve(records);
+    own_.reserve(bytes / 8);
+  }
+  // Bytes the records take in a log slot.
+  size_t payload_bytes() const { return bytes_; }
+  void Clear();
 
  private:
   friend class RedoLog;
-  std::vector<uint64_t> buf_;
+  struct Rec {
+    uint64_t off;
+    uint64_t len;
+    const void* ext;  // the data, when referenced; else own_[own]...
+    size_t own;
+  };
+  const void* data(const Rec& r) const { return r.ext ? r.ext : static_cast<const void*>(own_.data() + r.own); }
+  std::vector<Rec> recs_;
+  std::vector<uint64_t> own_;
+  size_t bytes_ = 0;
 };
 
 class RedoLog {
@@ -79,6 +99,11 @@ class RedoLog {
   int RecoverDeadLocked();
 
  private:
+  // Writes tx's records into `payload` in their on-media form; returns
+  // their checksum chained from `crc`.
+  static uint32_t WriteRecords(const Tx& tx, uint64_t* payload, uint32_t crc);
+  // Applies tx's records in place (ends with a fence).
+  void Apply(const Tx& tx);
   int AcquireSlot();
   void ReleaseSlot(int slot);
   bool ReplaySlot(int slot);  // true if a committed record was applied

@@ -34,7 +34,7 @@ class MetaTx {
     // A namespace operation records a dozen words and one inode: room for
     // them up front, so building the transaction allocates twice, not once
     // per doubling.
-    tx_.Reserve(1024);
+    tx_.Reserve(32, 512);
     words_.reserve(24);
   }
 

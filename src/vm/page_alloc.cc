@@ -26,7 +26,7 @@ PageAllocator::PageAllocator(medium::Pool* pool)
       words_(pool->header().bitmap_bytes / 8),
       first_data_page_(pool->header().meta_end / kPageSize) {}
 
-void PageAllocator::SetBits(uint64_t first, uint64_t n, bool used) {
+void PageAllocator::SetBits(uint64_t first, uint64_t n, bool used, bool fence) {
   uint64_t p = first;
   uint64_t end = first + n;
   while (p < end) {
@@ -42,7 +42,7 @@ void PageAllocator::SetBits(uint64_t first, uint64_t n, bool used) {
     p += cnt;
   }
   medium::Flush(word(first / 64), ((end - 1) / 64 - first / 64 + 1) * 8);
-  medium::Fence();
+  if (fence) medium::Fence();
 }
 
 Result<uint64_t> PageAllocator::AllocChunk() {
@@ -76,7 +76,7 @@ Result<uint64_t> PageAllocator::AllocChunk() {
   return Status::Error(ENOSPC, "pool is full: no free 2 MiB chunk");
 }
 
-Result<uint64_t> PageAllocator::AllocPage() {
+Result<uint64_t> PageAllocator::AllocPage(bool durable) {
   auto* sh = VmShared(pool_->shared());
   const uint64_t first_w = first_data_page_ / 64;
   uint64_t start = sh->page_cursor.load(std::memory_order_relaxed);
@@ -96,7 +96,8 @@ Result<uint64_t> PageAllocator::AllocPage() {
         uint64_t old = Ref(word(w)).fetch_or(mask);
         if ((old & mask) == 0) {
           medium::TraceStore(word(w), 8);
-          Persist(word(w), 8);
+          medium::Flush(word(w), 8);
+          if (durable) medium::Fence();
           sh->page_cursor.store(w, std::memory_order_relaxed);
           return page * kPageSize;
         }
@@ -105,6 +106,47 @@ Result<uint64_t> PageAllocator::AllocPage() {
     }
   }
   return Status::Error(ENOSPC, "pool is full: no free page");
+}
+
+Status PageAllocator::AllocPages(uint64_t n, uint64_t* out, bool durable) {
+  auto* sh = VmShared(pool_->shared());
+  const uint64_t first_w = first_data_page_ / 64;
+  uint64_t start = sh->page_cursor.load(std::memory_order_relaxed);
+  if (start < first_w || start >= words_) start = first_w;
+  uint64_t got = 0, last_w = start;
+  // As AllocPage: partly used words first, then any.
+  for (int pass = 0; pass < 2 && got < n; pass++) {
+    for (uint64_t k = 0; k < words_ - first_w && got < n; k++) {
+      uint64_t w = start + k;
+      if (w >= words_) w -= words_ - first_w;
+      // Bits past the last page of the pool are never handed out.
+      uint64_t valid = w * 64 + 64 <= pages_ ? ~uint64_t{0} : (uint64_t{1} << (pages_ - w * 64)) - 1;
+      uint64_t v = Ref(word(w)).load(std::memory_order_relaxed);
+      while ((~v & valid) != 0 && (pass == 1 || v != 0)) {
+        uint64_t free = ~v & valid, mask = 0;
+        for (uint64_t want = n - got; free != 0 && want > 0; want--) {
+          uint64_t bit = free & (~free + 1);
+          mask |= bit;
+          free ^= bit;
+        }
+        if (!Ref(word(w)).compare_exchange_weak(v, v | mask)) continue;  // v reloaded
+        medium::TraceStore(word(w), 8);
+        medium::Flush(word(w), 8);
+        for (uint64_t m = mask; m != 0; m &= m - 1)
+          out[got++] = (w * 64 + static_cast<uint64_t>(std::countr_zero(m))) * kPageSize;
+        last_w = w;
+        break;
+      }
+    }
+  }
+  if (got < n) {
+    for (uint64_t i = 0; i < got; i++) SetBits(out[i] / kPageSize, 1, false, false);
+    medium::Fence();
+    return Status::Error(ENOSPC, "pool is full: not enough free pages");
+  }
+  if (durable) medium::Fence();
+  sh->page_cursor.store(last_w, std::memory_order_relaxed);
+  return Status::Ok();
 }
 
 void PageAllocator::Discard(uint64_t off, uint64_t len) {
@@ -116,14 +158,20 @@ void PageAllocator::Discard(uint64_t off, uint64_t len) {
 
 void PageAllocator::ZeroFresh(uint64_t off, uint64_t len) { Discard(off, len); }
 
-void PageAllocator::FreePages(uint64_t off, uint64_t npages) {
-  SetBits(off / kPageSize, npages, false);
+void PageAllocator::FreePages(uint64_t off, uint64_t npages, bool durable) {
+  SetBits(off / kPageSize, npages, false, durable);
   // First fit: the next chunk allocation starts at the lowest chunk that may
   // now be free, so freed (resident) chunks are reused before untouched
   // ones, which the kernel would first have to allocate and zero.
   auto& cursor = VmShared(pool_->shared())->chunk_cursor;
   uint64_t c = off / kChunkSize, cur = cursor.load(std::memory_order_relaxed);
   while (c < cur && !cursor.compare_exchange_weak(cur, c, std::memory_order_relaxed)) {
+  }
+  // The same for single pages (strict write-and-swap frees a page for
+  // every one it allocates): reuse the resident ones first.
+  auto& page_cursor = VmShared(pool_->shared())->page_cursor;
+  uint64_t w = off / kPageSize / 64, pc = page_cursor.load(std::memory_order_relaxed);
+  while (w < pc && !page_cursor.compare_exchange_weak(pc, w, std::memory_order_relaxed)) {
   }
 }
 

@@ -38,10 +38,18 @@ class PageAllocator {
 
   // A free 2 MiB-aligned chunk; ENOSPC when none is left.
   Result<uint64_t> AllocChunk();
-  // A free 4 KiB page; prefers pages in partly used chunks.
-  Result<uint64_t> AllocPage();
+  // A free 4 KiB page; prefers pages in partly used chunks. durable =
+  // false: its bit is written back but not fenced; the caller fences before
+  // any entry that names the page can be durable.
+  Result<uint64_t> AllocPage(bool durable = true);
+  // n free pages (pool offsets into out[0..n)), claimed a bitmap word at a
+  // time, lowest free pages first, so most come in contiguous runs.
+  // ENOSPC (nothing claimed) when fewer are free. `durable` as AllocPage.
+  Status AllocPages(uint64_t n, uint64_t* out, bool durable = true);
   // Frees [off, off + npages pages); their bytes stay (resident medium).
-  void FreePages(uint64_t off, uint64_t npages);
+  // durable = false: no fence (the bits become durable with the caller's
+  // next one; a crash before that only leaks the pages to Vm::Rebuild).
+  void FreePages(uint64_t off, uint64_t npages, bool durable = true);
   // Makes the pages read as zero without freeing them (non-temporal
   // stores, fenced: durable on return).
   void Discard(uint64_t off, uint64_t len);
@@ -69,7 +77,7 @@ class PageAllocator {
 
  private:
   uint64_t* word(uint64_t i) const { return bitmap_ + i; }
-  void SetBits(uint64_t first_page, uint64_t n, bool used);
+  void SetBits(uint64_t first_page, uint64_t n, bool used, bool fence = true);
 
   medium::Pool* pool_;
   uint64_t* bitmap_;

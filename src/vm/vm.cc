@@ -472,11 +472,11 @@ bool Vm::Backed(uint64_t voff, uint64_t len) {
   return true;
 }
 
-Status Vm::Populate(uint64_t voff, uint64_t len, ZeroRange zero) {
+Status Vm::Populate(uint64_t voff, uint64_t len, ZeroRange zero, bool map_here) {
   if (len == 0) return Status::Ok();
   if (voff >= size_ || len > size_ - voff) return Status::Error(EINVAL, "range outside the region");
   uint64_t end = voff + len;
-  if (Backed(voff, len)) return Map(voff, len);
+  if (Backed(voff, len)) return map_here ? Map(voff, len) : Status::Ok();
   // Pages meeting `zero`, page aligned; a fresh page there is zeroed before
   // its entry is durable, so a crash never shows a former owner's bytes.
   uint64_t zlo = AlignDown(std::min(zero.lo, size_), kPageSize);
@@ -532,7 +532,67 @@ Status Vm::Populate(uint64_t voff, uint64_t len, ZeroRange zero) {
     }
   }
   for (size_t i = 0; i < nfresh; i++) PopulateView(fresh[i]);
-  return Map(voff, len);
+  return map_here ? Map(voff, len) : Status::Ok();
+}
+
+Status Vm::ReplacePages(uint64_t voff, const uint64_t* fresh, uint64_t npages, const medium::Tx* with) {
+  if (npages == 0) return with ? pool_->redo().Commit(*with) : Status::Ok();
+  uint64_t len = npages * kPageSize;
+  if (!IsAligned(voff, kPageSize) || npages > size_ / kPageSize || voff >= size_ || len > size_ - voff)
+    return Status::Error(EINVAL, "replace: range outside the region");
+  Changing changing(&changing_);
+  // The pages replaced, freed once no durable entry names them.
+  uint64_t inline_old[8];
+  std::vector<uint64_t> heap_old;
+  uint64_t* old = inline_old;
+  if (npages > std::size(inline_old)) {
+    heap_old.resize(npages);
+    old = heap_old.data();
+  }
+  {
+    PoolLock lock(pool_, LockId::kPpt);
+    medium::Tx tx;
+    uint64_t* single = nullptr;
+    for (uint64_t i = 0; i < npages; i++) {
+      uint64_t v = voff + i * kPageSize;
+      uint64_t* pmd = Slot(AlignDown(v, kChunkSize), 1, false, nullptr);
+      uint64_t e = pmd ? Load64(pmd) : 0;
+      if (!ppt::IsPresent(e)) return Status::Error(ENOENT, "replace: page not backed");
+      if (!EntryValid(e, 1)) return Damaged(v);
+      if (ppt::IsLeaf(e)) {
+        MAPFS_RETURN_IF_ERROR(SplitLeaf(pmd));
+        e = Load64(pmd);
+      }
+      uint64_t* pte = pool_->at<uint64_t>(ppt::Target(e)) + ppt::Index(v, 0);
+      uint64_t pv = Load64(pte);
+      if (!ppt::IsPresent(pv)) return Status::Error(ENOENT, "replace: page not backed");
+      if (!EntryValid(pv, 0) || !EntryValid(ppt::Leaf(fresh[i]), 0)) return Damaged(v);
+      old[i] = ppt::Target(pv);
+      if (npages == 1 && with == nullptr)
+        single = pte;
+      else
+        tx.Put64(pool_->offset_of(pte), ppt::Leaf(fresh[i]));
+    }
+    if (single) {
+      Store64(single, ppt::Leaf(fresh[0]));
+      Persist(single, 8);
+    } else {
+      if (with) tx.Append(*with);
+      MAPFS_RETURN_IF_ERROR(pool_->redo().Commit(tx));
+    }
+    Publish(voff, len);
+  }
+  for (uint64_t i = 0; i < npages;) {  // runs of pages contiguous in the pool
+    uint64_t j = i + 1;
+    while (j < npages && old[j] == old[j - 1] + kPageSize) j++;
+    pages_.FreePages(old[i], j - i, /*durable=*/false);
+    i = j;
+  }
+  // This process's mappings of the old pages: dropped whole chunks at a
+  // time, once (the data path does not map them again).
+  for (uint64_t c = voff / kChunkSize; c <= (voff + len - 1) / kChunkSize; c++)
+    if (ChunkState(c).load(std::memory_order_acquire) != 0) InvalidateLocal(c * kChunkSize, kChunkSize);
+  return Status::Ok();
 }
 
 Status Vm::Unmap(uint64_t voff, uint64_t len) {

@@ -111,7 +111,11 @@ class Vm {
   // fresh pages are zeroed where they meet `zero` (see ZeroRange), and the
   // pool view's pages of a fresh chunk are populated in one call the first
   // time this process uses the chunk (not by a fault per page).
-  Status Populate(uint64_t voff, uint64_t len, ZeroRange zero = {});
+  // map_here = false: back the pages only, for callers that reach them
+  // through the pool view (PoolRun) and never through the region; a chunk
+  // whose pages were replaced one by one (ReplacePages) then stays
+  // unmapped here instead of costing a mapping per run.
+  Status Populate(uint64_t voff, uint64_t len, ZeroRange zero = {}, bool map_here = true);
   // True when every page of [voff, voff+len) is backed (no lock taken).
   bool Backed(uint64_t voff, uint64_t len);
   // Maps in this process whatever of [voff, voff+len) the PPT maps; pages
@@ -133,6 +137,17 @@ class Vm {
   // with the mappings (memory maps of the pool file hold them), so small
   // swaps are never done by exchanging the pages' contents.
   Status Pswap(uint64_t a, uint64_t b, uint64_t npages, const medium::Tx* with = nullptr, bool keep_pages = false);
+  // ctFS's write-and-swap for strict writes: makes the pages of
+  // [voff, voff + npages pages) be `fresh` (pool pages the caller
+  // allocated, filled and made durable, with their bitmap bits) and frees
+  // the pages they replace. One page and no `with`: a single 8-byte entry
+  // store publishes it; otherwise the entries commit in one redo
+  // transaction together with the stores in `with`. Every page of the range
+  // must be backed (ENOENT otherwise; nothing changes). Chunks mapped as one
+  // leaf are split into page tables first. This process's mappings of the
+  // range are dropped (the data path reads through the pool view), other
+  // processes are told through the invalidation ring.
+  Status ReplacePages(uint64_t voff, const uint64_t* fresh, uint64_t npages, const medium::Tx* with);
   // Drops mappings other processes have made stale. Cheap when none did.
   void Sync();
   // Drops this process's mappings of [voff, voff+len) (whole chunks); the

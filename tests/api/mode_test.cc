@@ -278,6 +278,51 @@ TEST_P(ModeTest, OverwritesAtUnalignedOffsetsReadBackExactly) {
   ASSERT_EQ(FirstDiff(got.data(), model.data(), model.size()), "") << "after remount";
 }
 
+// Strict mode swaps whole pages of large files for fresh ones (a single
+// page with one page-table entry store): page writes after a large
+// (staged) overwrite, single pages written again and again, and writes with
+// partial pages read back exactly through pread, through a map of the file
+// made afterwards (this process had the old pages mapped), and after a
+// remount. In the other modes the same writes go in place.
+TEST_P(ModeTest, PageOverwritesReadBackThroughReadsMapsAndRemounts) {
+  const uint64_t size = 20 * kMiB;
+  int fd = Open("/s", O_CREAT | O_RDWR);
+  ASSERT_GE(fd, 0);
+  std::string model = Pattern(3, 0, size);
+  ASSERT_EQ(mapfs_pwrite(fs_, fd, model.data(), size, 0), static_cast<ssize_t>(size));
+  // Larger than one swap transaction: staged and swapped in whole.
+  std::string big = Pattern(4, kMiB + 123, 9 * kMiB);
+  ASSERT_EQ(mapfs_pwrite(fs_, fd, big.data(), big.size(), kMiB + 123), static_cast<ssize_t>(big.size()));
+  model.replace(kMiB + 123, big.size(), big);
+  testing::Rng rng(7);
+  for (int k = 0; k < 300; k++) {
+    uint64_t off = rng.Below(size / 4096 - 4) * 4096, n = 4096;
+    if (k % 5 == 1) off = 8192;                       // the same page again
+    if (k % 5 == 2) n = 3 * 4096;                     // several pages
+    if (k % 5 == 3) off += 100, n = 2 * 4096 + 300;   // partial head and tail
+    std::string d = Pattern(100 + k, off, n);
+    ASSERT_EQ(mapfs_pwrite(fs_, fd, d.data(), n, static_cast<off_t>(off)), static_cast<ssize_t>(n));
+    model.replace(off, n, d);
+    std::string got(n + 200, '\0');
+    uint64_t a = off >= 100 ? off - 100 : 0;
+    ASSERT_EQ(mapfs_pread(fs_, fd, got.data(), got.size(), static_cast<off_t>(a)), static_cast<ssize_t>(got.size()));
+    ASSERT_EQ(FirstDiff(got.data(), model.data() + a, got.size(), a), "") << "write " << k << ": " << n << "@" << off;
+  }
+  struct stat st;
+  ASSERT_OK(mapfs_fstat(fs_, fd, &st));
+  EXPECT_EQ(st.st_size, static_cast<off_t>(size));
+  size_t cap = 0;
+  auto* p = static_cast<const char*>(mapfs_mmap(fs_, fd, &cap));
+  ASSERT_NE(p, nullptr);
+  ASSERT_GE(cap, size);
+  ASSERT_EQ(FirstDiff(p, model.data(), size), "") << "through a map";
+  ASSERT_OK(mapfs_close(fs_, fd));
+  Remount();
+  std::string got = Read("/s");
+  ASSERT_EQ(got.size(), model.size());
+  ASSERT_EQ(FirstDiff(got.data(), model.data(), model.size()), "") << "after remount";
+}
+
 // The same sizes through mapfs_pwrite_atomic, whatever the mode.
 TEST_P(ModeTest, AtomicWritesReadBackExactly) {
   const uint64_t size = 12 * kMiB + 7;

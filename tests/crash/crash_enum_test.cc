@@ -145,7 +145,9 @@ TEST_P(CrashEnum, PartitionUpgradeAndDowngrade) {
   Check(Workload{"upgrade-downgrade", [](fs::FileSystem& fs) { return CreateFile(fs, "/g"); }, steps});
 }
 
-// Large overwrites: in strict mode a staging partition swapped in with pswap.
+// Overwrites of a file that owns its chunks: in strict mode whole pages go
+// to fresh pages (one entry store for a single page, one redo commit with
+// the partial pages and the size otherwise).
 TEST_P(CrashEnum, LargeOverwrites) {
   auto setup = [](fs::FileSystem& fs) {
     MAPFS_RETURN_IF_ERROR(CreateFile(fs, "/f"));
@@ -154,7 +156,14 @@ TEST_P(CrashEnum, LargeOverwrites) {
   Check(Workload{"overwrite-1MiB", setup,
                  {{"overwrite-aligned", [](fs::FileSystem& fs) { return WriteAt(fs, "/f", 0, 512 << 10, 51); }},
                   {"overwrite-unaligned",
-                   [](fs::FileSystem& fs) { return WriteAt(fs, "/f", 1000, 300 << 10, 52); }}}});
+                   [](fs::FileSystem& fs) { return WriteAt(fs, "/f", 1000, 300 << 10, 52); }},
+                  {"overwrite-one-page", [](fs::FileSystem& fs) { return WriteAt(fs, "/f", 8192, 4096, 53); }},
+                  {"overwrite-page-and-tail",
+                   [](fs::FileSystem& fs) { return WriteAt(fs, "/f", 12288, 4096 + 700, 54); }},
+                  {"overwrite-past-end",
+                   [](fs::FileSystem& fs) { return WriteAt(fs, "/f", (1 << 20) - 5000, 12288, 55); }},
+                  {"overwrite-same-page-again",
+                   [](fs::FileSystem& fs) { return WriteAt(fs, "/f", 8192, 4096, 56); }}}});
 }
 
 // Creates into a directory one entry short of a full first block, through
