@@ -56,16 +56,21 @@ void Tx::Clear() {
 
 namespace {
 
-// A sequence word for a new commit: nonzero and, with overwhelming
-// probability, different from every value a slot held before (see Commit).
-uint64_t NextSeq() {
-  static thread_local uint64_t state = 0;
-  if (state == 0) state = __builtin_ia32_rdtsc() ^ reinterpret_cast<uintptr_t>(&state);
-  // splitmix64
-  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+uint64_t Mix(uint64_t z) {  // splitmix64's finaliser
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  z ^= z >> 31;
+  return z ^ (z >> 31);
+}
+
+// A sequence word for a new commit by mount `token`: nonzero and, with
+// overwhelming probability, different from every value a slot held before
+// (see Commit). A per-thread generator seeded from the time stamp counter;
+// the mount token (unique among the pool's mounts) is mixed in because a
+// child of fork() inherits the generator's state.
+uint64_t NextSeq(uint64_t token) {
+  static thread_local uint64_t state = 0;
+  if (state == 0) state = __builtin_ia32_rdtsc() ^ reinterpret_cast<uintptr_t>(&state);
+  uint64_t z = Mix(state += 0x9e3779b97f4a7c15ull) ^ Mix(token);
   return z == 0 ? 1 : z;
 }
 
@@ -217,7 +222,7 @@ Status RedoLog::Commit(const Tx& tx) {
   //    non-temporal: nothing reads them on this path, and a write-back of
   //    a cached line costs more.
   RedoSlotHeader nh{};
-  nh.seq = NextSeq();
+  nh.seq = NextSeq(pool_->mount_token());
   nh.bytes = static_cast<uint32_t>(bytes);
   uint32_t crc = Crc32c(&nh.seq, sizeof nh.seq);
   crc = Crc32c(&nh.bytes, sizeof nh.bytes, crc);
