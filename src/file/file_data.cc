@@ -320,10 +320,15 @@ Status FileData::StrictOverwrite(Inode* in, uint64_t in_voff, const void* buf, s
   // the file's pages.
   uint64_t w0 = AlignUp(off, kPageSize), w1 = AlignDown(off + n, kPageSize);
   if (!mapped && w0 < w1 && PartLevel(in->part) >= 3 && pool_->header().page_shift == 12 &&
-      (w1 - w0) / kPageSize <= kSwapMaxPages) {
+      (w1 - w0) / kPageSize <= strict_swap_max_pages_) {
     // 24 bytes per entry, 16 + data per partial page, 3 inode words.
     uint64_t logged = (w1 - w0) / kPageSize * 24 + 2 * 16 + (w0 - off) + (off + n - w1) + 3 * 24 + 16;
-    if (logged <= pool_->redo().capacity()) return StrictSwap(in, in_voff, buf, n, off, new_size);
+    if (logged <= pool_->redo().capacity()) {
+      Status s = StrictSwap(in, in_voff, buf, n, off, new_size);
+      // A full pool has no fresh pages, but the file changed nowhere: an
+      // overwrite that fits the redo log still goes through it below.
+      if (s.code() != ENOSPC) return s;
+    }
   }
   int64_t now = NowNs();
   medium::Tx meta;
@@ -335,7 +340,7 @@ Status FileData::StrictOverwrite(Inode* in, uint64_t in_voff, const void* buf, s
   meta.Put64(*mt_off, static_cast<uint64_t>(now));
   meta.Put64(*ct_off, static_cast<uint64_t>(now));
 
-  if (n <= strict_log_max_ && n + 2 * kPageSize <= pool_->redo().capacity()) {
+  if (n + 2 * kPageSize <= pool_->redo().capacity()) {
     // Small: the new bytes go through the redo log (written twice, applied
     // in place, so every mapping of the file keeps seeing the file).
     medium::Tx tx;
@@ -377,18 +382,17 @@ Status FileData::StrictOverwrite(Inode* in, uint64_t in_voff, const void* buf, s
   if (!st.ok()) return st.status();
   uint64_t sv = *st + lead;
   // The staging pages are written whole below: no zeroing.
-  Status s = level >= 3 ? vm_->Populate(sv, span, vm::ZeroRange{0, 0}) : vm_->Map(sv, span);
+  Status s = level >= 3 ? vm_->Populate(sv, span, vm::ZeroRange{0, 0}, /*map_here=*/false) : vm_->Map(sv, span);
   if (s.ok()) s = Prepare(in, p0, span);
-  if (s.ok()) s = vm_->Map(base + p0, span);  // read below through the region
   if (!s.ok()) {
     (void)space_->Free(*st);
     return s;
   }
-  char* stage = vm_->at(sv);
-  const char* file = vm_->at(base + p0);
-  if (off > p0) medium::CopyNt(stage, file, off - p0);
-  medium::CopyNt(stage + (off - p0), buf, n);
-  if (off + n < p1) medium::CopyNt(stage + (off + n - p0), file + (off + n - p0), p1 - (off + n));
+  // Through the pool view: fresh region mappings would take a page fault
+  // per page.
+  if (off > p0) CopyWithin(sv, base + p0, off - p0);
+  CopyIn(sv + (off - p0), buf, n);
+  if (off + n < p1) CopyWithin(sv + (off + n - p0), base + off + n, p1 - (off + n));
   medium::Fence();
   s = vm_->Pswap(base + p0, sv, span / kPageSize, &meta);
   Status f = space_->Free(*st);

@@ -26,8 +26,11 @@
 // and publishes the size without waiting (but never before the data when
 // the size grows: see the invariant above); sync fences data, then persists
 // the size; strict makes each write all-or-nothing: appends publish the size
-// after the data, overwrites of up to strict_log_max bytes go through the
-// redo log, larger ones are written to a staging partition and swapped in.
+// after the data; overwrites of large files (L3 and up, 4 KiB pages, not
+// mapped) write whole pages once to fresh pages and swap them in page by
+// page (StrictSwap), or through a staging range when very large; the rest
+// (partial pages, small files, 2 MiB pages) goes through the redo log, or
+// in place for a mapped file too large for the log.
 //
 // Callers hold the inode's lock: read for Read, write for everything else.
 #pragma once
@@ -64,9 +67,10 @@ class FileData {
 
   // Largest file size: the largest partition below the top level.
   uint64_t max_size() const { return max_size_; }
-  // Overwrites up to this many bytes take the redo-log path in strict mode.
-  void set_strict_log_max(uint64_t n) { strict_log_max_ = n; }
-  uint64_t strict_log_max() const { return strict_log_max_; }
+  // Strict overwrites of up to this many whole pages replace them page by
+  // page (StrictSwap); larger ones swap a staging range (tests lower it to
+  // reach that path with small files).
+  void set_strict_swap_max_pages(uint64_t n) { strict_swap_max_pages_ = n; }
 
   // Copies up to n bytes at `off` into buf; returns the count (0 at EOF).
   Result<size_t> Read(const meta::format::Inode* in, void* buf, size_t n, uint64_t off);
@@ -141,19 +145,16 @@ class FileData {
   // same commit. The range is backed; the file owns its chunks.
   Status StrictSwap(meta::format::Inode* in, uint64_t in_voff, const void* buf, size_t n, uint64_t off,
                     uint64_t new_size);
-  // Most pages one strict write swaps page by page (their entries must
-  // also fit one redo transaction); larger writes swap a staging range,
-  // whole chunks at a time.
-  static constexpr uint64_t kSwapMaxPages = 2048;
+
   void PublishSize(meta::format::Inode* in, uint64_t size, Mode mode, bool data_fenced);
 
   medium::Pool* pool_;
   vm::Vm* vm_;
   space::Partitions* space_;
   uint64_t max_size_;
-  // Default: every overwrite the redo log can hold (about 120 KiB with the
-  // default 128 KiB slots) takes the log; see docs/PERFORMANCE.md.
-  uint64_t strict_log_max_ = UINT64_MAX;
+  // 2,048 entries (48 KiB of redo records) per commit; past that, a staging
+  // range swaps whole chunks as single entries.
+  uint64_t strict_swap_max_pages_ = 2048;
 };
 
 int64_t NowNs();

@@ -23,6 +23,7 @@
 
 #include "common/log.h"
 #include "preload/calls.h"
+#include "vm/fault.h"
 
 extern char** environ;
 
@@ -44,14 +45,16 @@ class ExecScope {
  public:
   ExecScope() {
     HandoffIfNeeded();
+    vm::BeforeExec();  // an ignored SIGSEGV/SIGBUS stays ignored in the new image
     if (in_core) return;
     Shim& s = Shim::Get();
     marked_ = s.enabled() && s.HoldsNothing();
     if (marked_) s.MarkIdleExit(true);
     else if (s.enabled()) MAPFS_LOG("exec with mapfs files open or mapped: the pool is left for recovery to count them");
   }
-  ~ExecScope() {
+  ~ExecScope() {  // only when the exec failed
     int e = errno;
+    vm::AfterFailedExec();
     if (marked_) Shim::Get().MarkIdleExit(false);
     errno = e;
   }

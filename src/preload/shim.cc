@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -756,6 +757,37 @@ std::string Shim::CwdPath() const {
   return cwd_path_;
 }
 
+namespace {
+
+// The kernel's cwd while the shim's is in the pool: a directory made and
+// removed at once. A relative path in a call the shim does not see (bind()
+// of a Unix socket, a raw system call, a library's own) then fails with
+// ENOENT instead of acting on the directory the program started in. A new
+// one for every chdir into the pool, so that MAPFS_CWD (below) names the
+// moment it was written for. If none can be made, the kernel's cwd stays.
+void EnterRemovedDirectory() {
+  static const char* const kParents[] = {"/dev/shm", "/tmp", "/var/tmp"};  // tmpfs first: cheap
+  for (const char* parent : kParents) {
+    for (int attempt = 0; attempt < 4; attempt++) {
+      uint64_t r = 0;
+      if (::getrandom(&r, sizeof r, GRND_NONBLOCK) != sizeof r)
+        r = static_cast<uint64_t>(::getpid()) * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(attempt);
+      char name[96];
+      std::snprintf(name, sizeof name, "%s/.mapfs-cwd-%d-%016llx", parent, static_cast<int>(::getpid()),
+                    static_cast<unsigned long long>(r));
+      if (REAL(mkdir)(name, 0700) != 0) {
+        if (errno == EEXIST) continue;
+        break;  // this parent is unusable
+      }
+      int rc = REAL(chdir)(name);
+      REAL(rmdir)(name);
+      if (rc == 0) return;
+    }
+  }
+}
+
+}  // namespace
+
 int Shim::Chdir(uint64_t ino, std::string mapfs_path) {
   {
     std::lock_guard<std::mutex> g(cwd_mu_);
@@ -763,6 +795,9 @@ int Shim::Chdir(uint64_t ino, std::string mapfs_path) {
     cwd_path_ = std::move(mapfs_path);
     cwd_mapfs_.store(true, std::memory_order_release);
   }
+  int saved = errno;
+  EnterRemovedDirectory();
+  errno = saved;
   // Second channel for new images, for programs that close every inherited
   // descriptor before exec (Python's subprocess) but pass `environ` on:
   // the kernel's cwd (which stays where it was) names the moment it is

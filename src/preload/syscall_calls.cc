@@ -33,6 +33,7 @@
 
 #include "common/log.h"
 #include "preload/calls.h"
+#include "vm/fault.h"
 
 using namespace mapfs::preload;  // NOLINT: wrapper files only
 
@@ -184,6 +185,18 @@ std::optional<long> Forward(long n, const Args& x) {
     case SYS_removexattr: return removexattr(x.s(0), x.s(1));
     case SYS_lremovexattr: return lremovexattr(x.s(0), x.s(1));
     case SYS_fremovexattr: return fremovexattr(x.fd(0), x.s(1));
+    // SIGSEGV and SIGBUS: the program's view (signal_calls.cc). The raw
+    // call's struct is the kernel's, taken as is (no C library restorer).
+    case SYS_rt_sigaction: {
+      if (!mapfs::vm::IsFaultSignal(x.fd(0))) return std::nullopt;
+      if (x.z(3) != sizeof(uint64_t)) return FailErrno(EINVAL);
+      mapfs::vm::KernelSigaction act{}, old{};
+      if (x.a[1] != 0) act = *x.p<const mapfs::vm::KernelSigaction>(1);
+      int e = mapfs::vm::ProgramSigaction(x.fd(0), x.a[1] != 0 ? &act : nullptr, x.a[2] != 0 ? &old : nullptr, false);
+      if (e != 0) return FailErrno(e);
+      if (x.a[2] != 0) *x.p<mapfs::vm::KernelSigaction>(2) = old;
+      return 0;
+    }
     // A new image: the shim hands its descriptors and cwd over.
     case SYS_execve: return execve(x.s(0), x.p<char* const>(1), x.p<char* const>(2));
     default: return std::nullopt;

@@ -1,8 +1,10 @@
 #include "vm/page_alloc.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 
 #include <atomic>
+#include <cerrno>
 #include <bit>
 
 #include "common/units.h"
@@ -16,6 +18,19 @@ using medium::Persist;
 
 namespace {
 std::atomic_ref<uint64_t> Ref(uint64_t* w) { return std::atomic_ref<uint64_t>(*w); }
+
+#ifdef MADV_POPULATE_WRITE
+constexpr int kPopulateWrite = MADV_POPULATE_WRITE;
+#else
+constexpr int kPopulateWrite = 23;  // Linux 5.14
+#endif
+
+// Pages of a bitmap word nobody used may not be backed by the pool file yet
+// (a pool takes memory as it is used): they are populated when handed out,
+// so that a full medium (a tmpfs at its size) is ENOSPC here, not SIGBUS
+// at the first store. A kernel without the call (EINVAL) backs them at
+// first touch, as before.
+bool Backable(char* at, uint64_t len) { return ::madvise(at, len, kPopulateWrite) == 0 || errno == EINVAL; }
 constexpr uint64_t kWordsPerChunk = kPagesPerChunk / 64;
 }  // namespace
 
@@ -95,6 +110,10 @@ Result<uint64_t> PageAllocator::AllocPage(bool durable) {
         uint64_t mask = uint64_t{1} << bit;
         uint64_t old = Ref(word(w)).fetch_or(mask);
         if ((old & mask) == 0) {
+          if (old == 0 && !Backable(pool_->base() + page * kPageSize, kPageSize)) {
+            Ref(word(w)).fetch_and(~mask);
+            return Status::Error(ENOSPC, "the pool's backing file system is full");
+          }
           medium::TraceStore(word(w), 8);
           medium::Flush(word(w), 8);
           if (durable) medium::Fence();
@@ -130,6 +149,12 @@ Status PageAllocator::AllocPages(uint64_t n, uint64_t* out, bool durable) {
           free ^= bit;
         }
         if (!Ref(word(w)).compare_exchange_weak(v, v | mask)) continue;  // v reloaded
+        if (v == 0 && !Backable(pool_->base() + w * 64 * kPageSize, 64 * kPageSize)) {
+          Ref(word(w)).fetch_and(~mask);
+          for (uint64_t i = 0; i < got; i++) SetBits(out[i] / kPageSize, 1, false, false);
+          medium::Fence();
+          return Status::Error(ENOSPC, "the pool's backing file system is full");
+        }
         medium::TraceStore(word(w), 8);
         medium::Flush(word(w), 8);
         for (uint64_t m = mask; m != 0; m &= m - 1)

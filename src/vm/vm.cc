@@ -180,12 +180,16 @@ char* Vm::PoolRun(uint64_t voff, uint64_t len, uint64_t* run) {
   return pool_->base() + first;
 }
 
-void Vm::PopulateView(uint64_t pool_off) {
+bool Vm::PopulateView(uint64_t pool_off) {
   uint64_t c = pool_off / kChunkSize;
-  if (c / 64 >= view_words_) return;
+  if (c / 64 >= view_words_) return true;
   uint64_t bit = uint64_t{1} << (c % 64);
-  if (view_done_[c / 64].fetch_or(bit) & bit) return;
-  ::madvise(pool_->base() + AlignDown(pool_off, kChunkSize), kChunkSize, MADV_POPULATE_WRITE_);
+  if (view_done_[c / 64].fetch_or(bit) & bit) return true;
+  if (::madvise(pool_->base() + AlignDown(pool_off, kChunkSize), kChunkSize, MADV_POPULATE_WRITE_) == 0 ||
+      errno == EINVAL)  // a kernel without it: pages come at first touch
+    return true;
+  view_done_[c / 64].fetch_and(~bit);
+  return false;
 }
 
 // Replaces a chunk leaf by an equivalent table of 512 PTEs. The mapping it
@@ -485,13 +489,31 @@ Status Vm::Populate(uint64_t voff, uint64_t len, ZeroRange zero, bool map_here) 
     uint64_t a = std::max(v, zlo), b = std::min(v + n, zhi);
     if (a < b) pages_.Discard(pool_off + (a - v), b - a);
   };
-  // Fresh chunks whose pool-view pages are populated once the PPT lock is
-  // released (a cold chunk takes the kernel a while); ones that are zeroed
-  // here, or past the first few, are populated under the lock. No heap:
-  // this runs in the SIGSEGV handler too (HandleFault).
+  // Fresh chunks are allocated and their pool-view pages populated before
+  // the PPT lock is taken (a cold chunk takes the kernel a while), for the
+  // first few chunks found unbacked; the rest, and any a race leaves
+  // short, under the lock. Populating is also where the medium says it is
+  // full (a tmpfs at its size): ENOSPC then, before any entry names the
+  // chunk, rather than SIGBUS at the first store. No heap: this runs in the
+  // SIGSEGV handler too (HandleFault).
+  const Status full = Status::Error(ENOSPC, "the pool's backing file system is full");
   uint64_t fresh[8];
-  size_t nfresh = 0;
-  {
+  size_t nfresh = 0, used = 0;
+  auto release_unused = [&] {
+    for (size_t i = used; i < nfresh; i++) pages_.FreePages(fresh[i], kPagesPerChunk);
+  };
+  for (uint64_t c = voff / kChunkSize; c <= (end - 1) / kChunkSize && nfresh < std::size(fresh); c++) {
+    uint64_t* pmd = Slot(c * kChunkSize, 1, false, nullptr);
+    if (pmd != nullptr && ppt::IsPresent(Load64(pmd))) continue;
+    auto ch = pages_.AllocChunk();
+    if (!ch.ok()) break;  // the locked pass below reports it
+    fresh[nfresh++] = *ch;
+    if (!PopulateView(*ch)) {
+      release_unused();
+      return full;
+    }
+  }
+  Status st = [&]() -> Status {
     PoolLock lock(pool_, LockId::kPpt);
     for (uint64_t c = voff / kChunkSize; c <= (end - 1) / kChunkSize; c++) {
       uint64_t cv = c * kChunkSize;
@@ -500,15 +522,20 @@ Status Vm::Populate(uint64_t voff, uint64_t len, ZeroRange zero, bool map_here) 
       if (pmd == nullptr) return err;
       uint64_t e = Load64(pmd);
       if (!ppt::IsPresent(e)) {
-        auto ch = pages_.AllocChunk();
-        if (!ch.ok()) return ch.status();
-        bool zeroed = std::max(cv, zlo) < std::min(cv + kChunkSize, zhi);
-        if (zeroed || nfresh == std::size(fresh))
-          PopulateView(*ch);
-        else
-          fresh[nfresh++] = *ch;
-        zero_fresh(cv, *ch, kChunkSize);
-        Store64(pmd, ppt::Leaf(*ch));
+        uint64_t ch;
+        if (used < nfresh) {
+          ch = fresh[used++];
+        } else {
+          auto a = pages_.AllocChunk();
+          if (!a.ok()) return a.status();
+          ch = *a;
+          if (!PopulateView(ch)) {
+            pages_.FreePages(ch, kPagesPerChunk);
+            return full;
+          }
+        }
+        zero_fresh(cv, ch, kChunkSize);
+        Store64(pmd, ppt::Leaf(ch));
         Persist(pmd, 8);
       } else if (!EntryValid(e, 1)) {
         return Damaged(cv);
@@ -530,8 +557,10 @@ Status Vm::Populate(uint64_t voff, uint64_t len, ZeroRange zero, bool map_here) 
         if (changed) Publish(cv, kChunkSize);
       }
     }
-  }
-  for (size_t i = 0; i < nfresh; i++) PopulateView(fresh[i]);
+    return Status::Ok();
+  }();
+  release_unused();
+  if (!st.ok()) return st;
   return map_here ? Map(voff, len) : Status::Ok();
 }
 

@@ -9,9 +9,9 @@
 // a chunk that pswap has split.
 //
 // Mappings are made lazily: either explicitly (Map/Populate, which the file
-// system calls on entry) or by the SIGSEGV handler (fault.cc) when code
-// touches a region address not mapped yet. The handler chains to whatever
-// handler the application had installed for addresses outside every region.
+// system calls on entry) or by the SIGSEGV handler (fault.h) when code
+// touches a region address not mapped yet. Every other fault goes to the
+// program's own action for the signal, as the kernel would deliver it.
 //
 // Coherence across processes: every change that makes a mapping stale
 // (pswap, Unmap, Discard) is published in a ring in shared memory
@@ -205,7 +205,9 @@ class Vm {
   // Takes the pool view's page faults for the chunk at `pool_off` in one
   // call the first time this process backs something with it (one bit per
   // chunk; a stale bit after a trim only costs faults).
-  void PopulateView(uint64_t pool_off);
+  // False when the medium cannot back the chunk (a full tmpfs): a store
+  // to it would raise SIGBUS.
+  bool PopulateView(uint64_t pool_off);
 
   // Process mappings. chunk_state(c) = number of runs mapped (0 = none).
   std::atomic<uint16_t>& ChunkState(uint64_t chunk);

@@ -65,4 +65,19 @@ if [ -e "$(dirname "$MAPFS")/../lib/libmapfs-preload.so" ]; then
   "$MAPFS" run --pool "$dir/p" --mount /m -- sh -c 'echo x > /m/f' || fail "run with a good prefix"
   [ "$("$MAPFS" cat "$dir/p" /f)" = x ] || fail "run wrote nothing through /m"
 fi
+# A pool on a tmpfs smaller than the pool (made without --reserve): when
+# the tmpfs is full, writes fail with ENOSPC and a clear message (never
+# SIGBUS), and the pool stays consistent. Needs root to mount the tmpfs.
+if [ "$(id -u)" = 0 ] && mkdir -p "$dir/tiny" && mount -t tmpfs -o size=12M tmpfs "$dir/tiny" 2>/dev/null; then
+  "$MAPFS" mkfs "$dir/tiny/p" --size 64M >/dev/null || { umount "$dir/tiny"; fail "mkfs on the small tmpfs"; }
+  head -c $((30 * 1024 * 1024)) /dev/zero | tr '\0' 'z' >"$dir/big"
+  "$MAPFS" put "$dir/tiny/p" "$dir/big" /big 2>"$dir/err"
+  rc=$?
+  "$MAPFS" fsck "$dir/tiny/p" >/dev/null 2>&1
+  fsck_rc=$?
+  umount "$dir/tiny"
+  [ $rc -eq 1 ] || fail "put on a full backing tmpfs: exit $rc (want 1; 135 is SIGBUS)"
+  grep -q "backing file system is full" "$dir/err" || fail "full backing tmpfs message: $(cat "$dir/err")"
+  [ $fsck_rc -eq 0 ] || fail "fsck after a full backing tmpfs"
+fi
 echo "cli ok"

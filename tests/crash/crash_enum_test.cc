@@ -166,6 +166,19 @@ TEST_P(CrashEnum, LargeOverwrites) {
                    [](fs::FileSystem& fs) { return WriteAt(fs, "/f", 8192, 4096, 56); }}}});
 }
 
+// The same with the page-by-page limit lowered: strict overwrites write a
+// staging range and swap it in.
+TEST_P(CrashEnum, StagedOverwrites) {
+  auto setup = [](fs::FileSystem& fs) {
+    fs.data().set_strict_swap_max_pages(16);
+    MAPFS_RETURN_IF_ERROR(CreateFile(fs, "/f"));
+    return WriteAt(fs, "/f", 0, 1 << 20, 60);
+  };
+  Check(Workload{"overwrite-staged", setup,
+                 {{"staged-unaligned", [](fs::FileSystem& fs) { return WriteAt(fs, "/f", 1000, 300 << 10, 61); }},
+                  {"staged-aligned", [](fs::FileSystem& fs) { return WriteAt(fs, "/f", 0, 512 << 10, 62); }}}});
+}
+
 // Creates into a directory one entry short of a full first block, through
 // the block split, then deletes and renames among the moved entries.
 TEST_P(CrashEnum, DirectoryBlockSplits) {

@@ -363,7 +363,9 @@ class TornRead : public ::testing::TestWithParam<TornParam> {};
 // the generation g, g+1 each time) while three threads read it whole: a
 // read must never mix two generations (the file's reader/writer lock keeps
 // a write and a read apart) and never go back to an older generation.
-// 256 KiB in strict mode takes the staging-partition + pswap path.
+// 256 KiB in strict mode (a small partition) is switched to a new
+// partition by copy; 1 MiB (an L3 partition) has its pages swapped for
+// fresh ones.
 TEST_P(TornRead, ReadersNeverSeeHalfAWrite) {
   Deadline dl(Limit(120));
   const int mode = GetParam().mode;
@@ -451,7 +453,8 @@ TEST_P(TornRead, ReadersNeverSeeHalfAWrite) {
 INSTANTIATE_TEST_SUITE_P(Modes, TornRead,
                          ::testing::Values(TornParam{MAPFS_MODE_POSIX, 64 << 10}, TornParam{MAPFS_MODE_SYNC, 64 << 10},
                                            TornParam{MAPFS_MODE_STRICT, 64 << 10},
-                                           TornParam{MAPFS_MODE_STRICT, 256 << 10}),
+                                           TornParam{MAPFS_MODE_STRICT, 256 << 10},
+                                           TornParam{MAPFS_MODE_STRICT, 1024 << 10}),
                          TornName);
 
 class TornReadAcrossProcesses : public ::testing::TestWithParam<TornParam> {};
@@ -558,7 +561,8 @@ TEST_P(TornReadAcrossProcesses, ReadersNeverSeeHalfAWrite) {
 
 INSTANTIATE_TEST_SUITE_P(Modes, TornReadAcrossProcesses,
                          ::testing::Values(TornParam{MAPFS_MODE_POSIX, 64 << 10},
-                                           TornParam{MAPFS_MODE_STRICT, 256 << 10}),
+                                           TornParam{MAPFS_MODE_STRICT, 256 << 10},
+                                           TornParam{MAPFS_MODE_STRICT, 1024 << 10}),
                          TornName);
 
 // ====================================== 3. readers in parallel, no deadlock

@@ -10,7 +10,9 @@
 #include <limits.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/syscall.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -422,6 +424,55 @@ TEST(Shim, ErrorsAreTheKernels) {
   EXPECT_EQ(fcntl(fd, 12345), -1);
   EXPECT_EQ(errno, EINVAL);
   close(fd);
+}
+
+// Calls the shim does not see never act on the kernel's cwd: while the cwd
+// is in the pool, the kernel's is a removed directory, so a relative bind()
+// of a Unix socket or a system call made without syscall() fails with
+// ENOENT instead of creating something where the program was started.
+TEST(Shim, UnseenRelativeCallsNeverReachTheLaunchDirectory) {
+  std::string d = Dir();
+  char old[PATH_MAX];
+  ASSERT_NE(getcwd(old, sizeof old), nullptr);
+  const std::string bind_victim = std::string(old) + "/mapfs-bind-victim";
+  const std::string raw_victim = std::string(old) + "/mapfs-raw-victim";
+  ASSERT_EQ(mkdir((d + "/unseen").c_str(), 0755), 0);
+  ASSERT_EQ(chdir((d + "/unseen").c_str()), 0);
+
+  int s = socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(s, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::strcpy(a.sun_path, "mapfs-bind-victim");
+  EXPECT_EQ(bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a), -1);
+  EXPECT_EQ(errno, ENOENT);
+  close(s);
+  long rc;
+  const char* name = "mapfs-raw-victim";
+  asm volatile("syscall" : "=a"(rc) : "a"(SYS_mkdir), "D"(name), "S"(0755) : "rcx", "r11", "memory");
+  EXPECT_EQ(rc, -ENOENT);
+  // The shim's own calls still see the pool's directory.
+  char cwd[PATH_MAX];
+  ASSERT_NE(getcwd(cwd, sizeof cwd), nullptr);
+  EXPECT_EQ(std::string(cwd), d + "/unseen");
+  int fd = open("here", O_CREAT | O_WRONLY, 0644);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  struct stat st;
+  EXPECT_EQ(stat((d + "/unseen/here").c_str(), &st), 0);
+
+  ASSERT_EQ(chdir(old), 0);
+  bool bound = stat(bind_victim.c_str(), &st) == 0, made = stat(raw_victim.c_str(), &st) == 0;
+  unlink(bind_victim.c_str());
+  rmdir(raw_victim.c_str());
+  EXPECT_FALSE(bound) << "bind() created a socket in the launch directory";
+  EXPECT_FALSE(made) << "a raw mkdir created a directory in the launch directory";
+  // Back in the kernel's directory, relative calls reach it again.
+  fd = open("mapfs-back-home", O_CREAT | O_WRONLY, 0644);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  EXPECT_EQ(stat((std::string(old) + "/mapfs-back-home").c_str(), &st), 0);
+  unlink("mapfs-back-home");
 }
 
 // File system calls made by number (syscall()) are routed like their libc
