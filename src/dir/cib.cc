@@ -161,7 +161,7 @@ Status Dir::Descend(uint64_t h, Path* p) const {
       if (e[a + 1].min <= e[a].min || e[a + 1].min > hi) return Damaged(node ? node : root_, "index array out of order");
       child_hi = e[a + 1].min - 1;
     }
-    p->levels.push_back({node, arr, count, a, lvl});
+    if (!p->levels.push_back({node, arr, count, a, lvl})) return Damaged(root_, "index deeper than its depth");
     lo = e[a].min;
     hi = child_hi;
     uint64_t child = e[a].child;
@@ -348,7 +348,7 @@ Result<uint64_t> Cib::Create() {
   return *root;
 }
 
-Result<Entry> Cib::Lookup(uint64_t root, std::string_view name) {
+Result<Entry> Cib::Lookup(uint64_t root, std::string_view name, EntryLoc* loc) {
   MAPFS_RETURN_IF_ERROR(internal::ValidName(name));
   Dir d(env_, root);
   MAPFS_RETURN_IF_ERROR(d.Open());
@@ -364,10 +364,27 @@ Result<Entry> Cib::Lookup(uint64_t root, std::string_view name) {
     MAPFS_RETURN_IF_ERROR(d.FindInBlock(pb, h, name, nullptr, &slot));
     if (slot >= 0) {
       const auto* s = d.At<f::Slot>(SlotVoff(blk, slot));
+      if (loc != nullptr) *loc = EntryLoc{blk, slot};
       return Entry{s->ino, s->type};
     }
   }
   return Status::Error(ENOENT, "no such entry");
+}
+
+bool Cib::StillNames(uint64_t root, const EntryLoc& loc, std::string_view name, uint64_t ino) {
+  if (loc.block == 0 || loc.slot < f::kFirstSlot || loc.slot >= f::kSlots || !internal::ValidName(name).ok())
+    return false;
+  Dir d(env_, root);
+  if (!d.Open().ok()) return false;
+  // The same checks as a descent makes before trusting a block: the hint
+  // came from this directory, but the caller held no lock in between.
+  if (!d.CheckBlock(loc.block, f::kPrimary).ok() && !d.CheckBlock(loc.block, f::kOverflow).ok()) return false;
+  PendBlock pb;
+  pb.voff = loc.block;
+  pb.M = pb.P = medium::Load64(&d.At<f::BlockHeader>(loc.block)->bitmap);
+  int slot = -1;
+  if (!d.FindInBlock(pb, d.Hash(name), name, nullptr, &slot).ok() || slot != loc.slot) return false;
+  return medium::Load64(&d.At<f::Slot>(SlotVoff(loc.block, slot))->ino) == ino;
 }
 
 namespace {

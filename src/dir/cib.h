@@ -46,6 +46,12 @@ struct Entry {
   uint64_t ino;
   uint8_t type;  // DT_REG, DT_DIR, DT_LNK ... (<dirent.h> values)
 };
+// Where a lookup found an entry: its block and head slot. Valid only as a
+// hint: the entry may have been removed or moved (a split) since.
+struct EntryLoc {
+  uint64_t block = 0;  // 0: unknown
+  int slot = -1;
+};
 constexpr size_t kMaxName = 255;
 
 struct CibStats {
@@ -66,7 +72,15 @@ class Cib {
   Result<uint64_t> Create();
 
   // ENOENT if absent; ENAMETOOLONG / EINVAL for names Insert would refuse.
-  Result<Entry> Lookup(uint64_t root, std::string_view name);
+  // Where it was found goes to *loc when given.
+  Result<Entry> Lookup(uint64_t root, std::string_view name, EntryLoc* loc = nullptr);
+  // True when `name` still names `ino` from the slot at `loc` (an earlier
+  // Lookup's): one block searched instead of a descent, for callers that
+  // looked a name up without the directory's lock and must check, under
+  // it, that the name still stands. False (never an error) when the entry
+  // was removed or moved (a split), or `loc` does not name a block of this
+  // directory: the caller then looks up again.
+  bool StillNames(uint64_t root, const EntryLoc& loc, std::string_view name, uint64_t ino);
 
   // Adds the entry's stores to `tx`, which the caller commits together with
   // its inode changes. EEXIST if present, ENAMETOOLONG if longer than 255

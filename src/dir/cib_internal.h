@@ -40,8 +40,26 @@ struct Level {
   int idx = 0;
   int level = 0;       // level of the children's array owner: depth for the root
 };
+// The levels of one descent, root first, kept inline: a lookup allocates
+// nothing. Open() bounds the depth, so a descent never has more.
+class LevelStack {
+ public:
+  static constexpr int kCap = f::kMaxDepth + 1;
+  void clear() { n_ = 0; }
+  bool push_back(const Level& l) {
+    if (n_ == kCap) return false;
+    v_[n_++] = l;
+    return true;
+  }
+  size_t size() const { return static_cast<size_t>(n_); }
+  const Level& operator[](size_t i) const { return v_[i]; }
+
+ private:
+  Level v_[kCap];
+  int n_ = 0;
+};
 struct Path {
-  std::vector<Level> levels;  // root first
+  LevelStack levels;  // root first
   uint64_t block = 0;
   uint64_t lo = 0, hi = 0;    // the block's range
 };

@@ -42,8 +42,7 @@ Status FileSystem::OpenExisting(const Walk& w, int flags, std::shared_ptr<OpenFi
     Inode* p = Ino(w.parent);
     if (p == nullptr || p->mode == 0 || p->nlink == 0) return Status::Error(ENOENT, "directory was removed");
     if (w.name != "." && w.name != "..") {
-      auto e = cib_->Lookup(p->part, w.name);
-      if (!e.ok() || e->ino != w.ino) return Status::Error(EAGAIN, "changed");
+      if (!StillNames(p->part, w, w.name, w.ino)) return Status::Error(EAGAIN, "changed");
     } else if (w.name == ".." && medium::Load64(&p->parent) != w.ino) {
       return Status::Error(EAGAIN, "changed");
     }

@@ -178,6 +178,7 @@ class FileSystem {
     std::string name;     // last component ("." / ".." when the path ends so)
     uint64_t ino = 0;     // what it names, 0 = nothing yet
     uint8_t type = 0;     // DT_* of ino
+    dir::EntryLoc loc;    // where `name` was found in `parent` (a hint, see Cib::StillNames)
     bool trailing_slash = false;
     bool too_long = false;  // keep_last only: the last name exceeds NAME_MAX (ino = 0)
     // The error for a last component that names nothing.
@@ -191,9 +192,12 @@ class FileSystem {
   // the last component and leave a trailing slash to the caller to judge.
   Result<Walk> Resolve(uint64_t at, std::string_view path, bool follow_last, int depth = 0,
                        bool keep_last = false);
-  Result<dir::Entry> LookupIn(uint64_t dir, std::string_view name);
+  Result<dir::Entry> LookupIn(uint64_t dir, std::string_view name, dir::EntryLoc* loc = nullptr);
+  // Under `parent`'s lock: `name` still names `ino` there (a Walk's
+  // finding, checked at its location first, else by a lookup).
+  bool StillNames(uint64_t parent_root, const Walk& w, std::string_view name, uint64_t ino);
   Result<std::string> ReadlinkIno(uint64_t ino);
-  Status LockAndRecheck(meta::LockSet* ls, uint64_t parent, std::string_view name, uint64_t ino);
+  Status LockAndRecheck(meta::LockSet* ls, const Walk& w, uint64_t ino);
   Status CreateNode(const Walk& w, mode_t mode, const std::string* link_target, uint64_t* out_ino, bool pin,
                     const Owner* owner, uint64_t rdev = 0);
   bool IsAncestor(uint64_t anc, uint64_t d);

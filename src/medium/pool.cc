@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <random>
 
 #include "common/crc32c.h"
@@ -396,24 +397,13 @@ Status Pool::OpenImpl(const std::string& path) {
   base_ = static_cast<char*>(m);
   mapped_ = h.pool_size;
   fs_kind_ = fi->is_device ? "devdax" : fi->tmpfs ? "tmpfs" : "file";
-  if (fi->is_device) {
-    huge_pages_ = true;
-    huge_reason_ = "device";
-  } else if (fi->tmpfs) {
-    // A tmpfs file gets huge pages from its mount's huge= option (advise:
-    // with MADV_HUGEPAGE, which mapfs gives); shmem_enabled=force and deny
-    // override every mount.
-    std::string huge = TmpfsHugeOption(path), shmem = ShmemEnabled();
-    huge_pages_ = huge == "always" || huge == "within_size" || huge == "advise";
-    huge_reason_ = "tmpfs huge=" + huge;
-    if (shmem == "force" || shmem == "deny") {
-      huge_pages_ = shmem == "force";
-      huge_reason_ = "shmem_enabled=" + shmem;
-    }
-  } else {
-    huge_reason_ = "not tmpfs or a device";
+  // Whether huge pages are available takes reading /proc/self/mounts (a
+  // large share of a mount's time): only pools of 2 MiB pages need to know
+  // now; for the others it is worked out when first asked (DetectHugePages).
+  if (header().page_shift == 21) {
+    DetectHugePages();
+    if (huge_pages_) ::madvise(base_, mapped_, MADV_HUGEPAGE);
   }
-  if (header().page_shift == 21 && huge_pages_) ::madvise(base_, mapped_, MADV_HUGEPAGE);
 
   MAPFS_RETURN_IF_ERROR(MapShared());
 
@@ -421,7 +411,10 @@ Status Pool::OpenImpl(const std::string& path) {
   FreeIdleExits();
 
   if (exclusive_) {
-    replayed_ = redo_.RecoverAll();
+    // A pool closed cleanly has no committed slot (every commit retires its
+    // slot before returning, and the last close comes after every commit):
+    // reading the slot headers would only fault their pages in.
+    if (Load64(&state()->dirty) != 0) replayed_ = redo_.RecoverAll();
     needs_recovery_ = (Load64(&state()->dirty) != 0 && !ended_idle_) || replayed_ > 0;
     if (needs_recovery_) {
       Store64(&state()->recoveries, Load64(&state()->recoveries) + 1);
@@ -432,6 +425,28 @@ Status Pool::OpenImpl(const std::string& path) {
     Persist(state(), sizeof(format::PoolState));
   }
   return Status::Ok();
+}
+
+void Pool::DetectHugePages() const {
+  std::call_once(huge_once_, [this] {
+    if (std::strcmp(fs_kind_, "devdax") == 0) {
+      huge_pages_ = true;
+      huge_reason_ = "device";
+    } else if (std::strcmp(fs_kind_, "tmpfs") == 0) {
+      // A tmpfs file gets huge pages from its mount's huge= option (advise:
+      // with MADV_HUGEPAGE, which mapfs gives); shmem_enabled=force and deny
+      // override every mount.
+      std::string huge = TmpfsHugeOption(path_), shmem = ShmemEnabled();
+      huge_pages_ = huge == "always" || huge == "within_size" || huge == "advise";
+      huge_reason_ = "tmpfs huge=" + huge;
+      if (shmem == "force" || shmem == "deny") {
+        huge_pages_ = shmem == "force";
+        huge_reason_ = "shmem_enabled=" + shmem;
+      }
+    } else {
+      huge_reason_ = "not tmpfs or a device";
+    }
+  });
 }
 
 Status Pool::MapShared() {
@@ -563,12 +578,15 @@ Status Pool::RegisterMount() {
   owner_pid_ = static_cast<pid_t>(pid);
   // A free slot. The liveness lock comes first, so an entry never names a
   // mount that does not hold it: whoever finds the lock free may treat the
-  // entry's mount as dead.
+  // entry's mount as dead. A free slot needs no scrub: it was never used
+  // since the shared state was built (zeroed), or its mount ended holding
+  // nothing (a clean close, or an idle end: MarkIdleExit). Only a dead
+  // mount's slot, below, holds leftovers — so a mount costs no scan of the
+  // layers' per-slot state unless it reuses one.
   for (int i = 0; i < kMaxMounts; i++) {
     MountEntry& e = shared_->mounts[i];
     if (e.token.load() != 0) continue;
     if (!TakeLiveLock(i)) continue;  // a mount is closing there, or another opener took it
-    if (opt_.scrub_slot != nullptr) opt_.scrub_slot(this, i);
     uint64_t expect = 0;
     if (e.token.compare_exchange_strong(expect, token_)) {
       e.pid.store(pid);

@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "common/status.h"
@@ -52,10 +53,11 @@ class Pool;
 
 struct OpenOptions {
   // Clears what the layers above keep per mount slot (the meta layer's lock
-  // holds) before a slot is (re)used; called under the kRecovery lock when
-  // the slot belonged to a dead mount. Without it, only slots never used or
-  // freed by a clean close are taken: a dead mount's leftovers could
-  // otherwise pass for the new mount's.
+  // holds) before the slot of a dead mount is reused; called under the
+  // kRecovery lock. Free slots (never used, or freed by a clean close or an
+  // idle end) hold nothing and are taken without it. Without a hook, only
+  // free slots are taken: a dead mount's leftovers could otherwise pass for
+  // the new mount's.
   void (*scrub_slot)(Pool* pool, int slot) = nullptr;
 };
 
@@ -114,9 +116,16 @@ class Pool {
   int fd() const { return fd_; }
   const std::string& path() const { return path_; }
   bool map_sync() const { return map_sync_; }     // mapped with MAP_SYNC (DAX)
-  bool huge_pages() const { return huge_pages_; } // the file system gives 2 MiB pages
+  // The file system gives 2 MiB pages (worked out on first use).
+  bool huge_pages() const {
+    DetectHugePages();
+    return huge_pages_;
+  }
   // Why (or why not): "tmpfs huge=always", "shmem_enabled=force", ...
-  const std::string& huge_reason() const { return huge_reason_; }
+  const std::string& huge_reason() const {
+    DetectHugePages();
+    return huge_reason_;
+  }
   const char* fs_kind() const { return fs_kind_; }
   bool exclusive_open() const { return exclusive_; }
   bool needs_recovery() const { return needs_recovery_; }
@@ -159,8 +168,10 @@ class Pool {
   std::string shm_name_;
   ino_t shm_ino_ = 0;  // identifies the segment we mapped (AfterFork)
   bool map_sync_ = false;
-  bool huge_pages_ = false;
-  std::string huge_reason_;
+  void DetectHugePages() const;
+  mutable std::once_flag huge_once_;
+  mutable bool huge_pages_ = false;
+  mutable std::string huge_reason_;
   const char* fs_kind_ = "file";
   bool exclusive_ = false;
   bool needs_recovery_ = false;

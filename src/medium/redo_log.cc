@@ -56,8 +56,23 @@ void Tx::Clear() {
 
 namespace {
 
-// `seq` of a committed slot (0: free or retired).
-constexpr uint64_t kCommitted = 1;
+uint64_t Mix(uint64_t z) {  // splitmix64's finaliser
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// A sequence word for a new commit by mount `token`: nonzero and, with
+// overwhelming probability, different from every value a slot held before
+// (see Commit). A per-thread generator seeded from the time stamp counter;
+// the mount token (unique among the pool's mounts) is mixed in because a
+// child of fork() inherits the generator's state.
+uint64_t NextSeq(uint64_t token) {
+  static thread_local uint64_t state = 0;
+  if (state == 0) state = __builtin_ia32_rdtsc() ^ reinterpret_cast<uintptr_t>(&state);
+  uint64_t z = Mix(state += 0x9e3779b97f4a7c15ull) ^ Mix(token);
+  return z == 0 ? 1 : z;
+}
 
 uint32_t SlotCrc(const RedoSlotHeader* h, const uint64_t* payload) {
   uint32_t crc = Crc32c(&h->seq, sizeof h->seq);
@@ -193,30 +208,36 @@ Status RedoLog::Commit(const Tx& tx) {
   int slot = AcquireSlot();
   RedoSlotHeader* h = slot_header(slot);
   auto* payload = reinterpret_cast<uint64_t*>(h + 1);
-  // 1. Payload, durable before the header that validates it.
+  // 1. Payload and header in one go, all non-temporal, one fence: once
+  //    durable, the transaction is committed. Real PM persists these
+  //    8-byte words in any order, so a crash may leave any mix of the new
+  //    payload, the new header words and what the slot held before (its
+  //    last commit's `bytes`, `crc` and payload beside `seq` = 0). The
+  //    checksum covers `seq`, `bytes` and the payload, and `seq` is fresh
+  //    for every commit (never the value a previous commit left in this
+  //    slot), so no such mix validates: neither a new `seq` over a partly
+  //    written payload nor a new `seq` beside the previous commit's length
+  //    and checksum (which a constant `seq` would validate over a payload
+  //    whose prefix had not changed yet). The header words are
+  //    non-temporal: nothing reads them on this path, and a write-back of
+  //    a cached line costs more.
   RedoSlotHeader nh{};
-  nh.seq = kCommitted;
+  nh.seq = NextSeq(pool_->mount_token());
   nh.bytes = static_cast<uint32_t>(bytes);
   uint32_t crc = Crc32c(&nh.seq, sizeof nh.seq);
   crc = Crc32c(&nh.bytes, sizeof nh.bytes, crc);
   nh.crc = WriteRecords(tx, payload, crc);
-  // 2. Length and checksum (one 8-byte word), durable with the payload
-  //    before the sequence word: real PM tears a 64-byte header at 8
-  //    bytes, and retiring clears only `seq`, so a header written at once
-  //    could show the new seq beside the previous commit's length and crc,
-  //    which may validate over a payload whose prefix is the same.
-  //    The header words are non-temporal stores: nothing reads them on
-  //    this path, and a write-back of a cached line costs more.
   uint64_t len_crc;
   static_assert(offsetof(RedoSlotHeader, crc) == offsetof(RedoSlotHeader, bytes) + 4);
   std::memcpy(&len_crc, &nh.bytes, 8);
   StoreNt64(reinterpret_cast<uint64_t*>(&h->bytes), len_crc);
-  Fence();
-  // 3. The sequence word: once durable, the transaction is committed.
   StoreNt64(&h->seq, nh.seq);
   Fence();
-  // 4. Apply (ends with a fence), from the transaction's own buffers (in
-  //    cache) rather than the log, 5. retire the record.
+  // 2. Apply, from the transaction's own buffers (in cache) rather than the
+  //    log; ends with a fence: every record durable before the slot is
+  //    retired. 3. Retire: durable before the slot can be reused and before
+  //    any later transaction (of any thread) changes the same words, which
+  //    a replay of this one would otherwise undo.
   Apply(tx);
   StoreNt64(&h->seq, 0);
   Fence();
@@ -224,17 +245,38 @@ Status RedoLog::Commit(const Tx& tx) {
   return Status::Ok();
 }
 
+// 8-byte words are applied with single atomic stores (lock-free readers
+// never see one torn) and stay in the cache; each cache line they touch is
+// written back once, after the last store to it, however many words of the
+// line the transaction changes (a create changes several words of one
+// directory block line and of one inode line). Byte ranges go
+// non-temporal. Ends with the fence that makes every record durable.
 void RedoLog::Apply(const Tx& tx) {
   char* base = pool_->base();
+  constexpr size_t kMaxLines = 32;
+  uintptr_t lines[kMaxLines];
+  size_t nlines = 0;
   for (const Tx::Rec& r : tx.recs_) {
     char* dst = base + r.off;
-    if (r.len == 8 && r.off % 8 == 0) {
-      Store64(reinterpret_cast<uint64_t*>(dst), *static_cast<const uint64_t*>(tx.data(r)));
-      Flush(dst, 8);
-    } else {
+    if (r.len != 8 || r.off % 8 != 0) {
       CopyNt(dst, tx.data(r), r.len);
+      continue;
     }
+    Store64(reinterpret_cast<uint64_t*>(dst), *static_cast<const uint64_t*>(tx.data(r)));
+    uintptr_t line = reinterpret_cast<uintptr_t>(dst) & ~uintptr_t{63};
+    bool seen = false;
+    for (size_t i = 0; i < nlines && !seen; i++) seen = lines[i] == line;
+    if (seen) continue;
+    if (nlines == kMaxLines) {
+      // Rare (a structural transaction): write the oldest back now; a
+      // later store to it is written back again.
+      Flush(reinterpret_cast<const void*>(lines[0]), 64);
+      std::memmove(lines, lines + 1, sizeof lines[0] * (kMaxLines - 1));
+      nlines--;
+    }
+    lines[nlines++] = line;
   }
+  for (size_t i = 0; i < nlines; i++) Flush(reinterpret_cast<const void*>(lines[i]), 64);
   Fence();
 }
 

@@ -1,8 +1,9 @@
 // Redo log: makes a group of stores to the pool atomic across a crash.
 //
 // A transaction (Tx) is built in DRAM as a list of (pool offset, bytes)
-// records. Commit writes it into a free slot, checksums it, persists it, then
-// applies every record to the pool, persists, and clears the slot. Recovery
+// records. Commit writes it into a free slot with its checksum (fence: the
+// commit point), applies every record to the pool (fence), and clears the
+// slot (fence): three fences, each ordering what the next step needs. Recovery
 // re-applies every slot whose checksum is valid: records hold absolute new
 // values, so applying twice is harmless (replay is idempotent), and a slot
 // whose checksum does not match was never committed, so nothing of it was
@@ -27,11 +28,12 @@ namespace mapfs::medium {
 
 class Pool;
 
-// Commit order: payload, then the {bytes, crc} word, fence, then `seq` (one
-// 8-byte store) — so a durable nonzero seq always has its own length and
-// checksum beside it.
+// Commit: payload, the {bytes, crc} word and `seq`, all non-temporal, one
+// fence. `seq` is fresh for every commit and covered by the checksum, so a
+// crash that persisted only some of these words never validates (see
+// RedoLog::Commit).
 struct RedoSlotHeader {
-  uint64_t seq;        // nonzero while the slot holds a committed record set
+  uint64_t seq;        // nonzero while the slot holds a committed record set; fresh per commit
   uint32_t bytes;      // payload bytes after the header
   uint32_t crc;        // crc32c over seq, bytes and the payload
   uint64_t reserved[6];
@@ -55,6 +57,12 @@ class Tx {
   // references: `o`'s data must live until this transaction commits.
   void Append(const Tx& o);
   bool empty() const { return recs_.empty(); }
+  // Room for `records` records and `bytes` of copied data without
+  // reallocating.
+  void Reserve(size_t records, size_t bytes) {
+    recs_.reserve(records);
+    own_.reserve(bytes / 8);
+  }
   // Bytes the records take in a log slot.
   size_t payload_bytes() const { return bytes_; }
   void Clear();

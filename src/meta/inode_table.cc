@@ -49,10 +49,15 @@ Result<std::unique_ptr<InodeTable>> InodeTable::Open(medium::Pool* pool, vm::Vm*
     uint64_t v = s->seg[i];
     if (v == 0 || v % PartBytes(SegLevel(static_cast<int>(i))) != 0 || v >= vm->size())
       return Damaged(super, "segment " + std::to_string(i) + " pointer is invalid");
-    // Back every page now: inodes are touched directly, and a page the
-    // fault handler could not allocate later (a full or damaged pool) would
-    // kill the process instead of failing the mount.
-    Status st = vm->Populate(v, PartBytes(SegLevel(static_cast<int>(i))));
+    // Every page must be backed: inodes are touched directly, and a page
+    // the fault handler could not allocate later (a full or damaged pool)
+    // would kill the process instead of failing the mount. A segment once
+    // populated stays backed, so usually this is a walk of the PPT, and the
+    // mapping waits for the segment's first use (SegVoff): a mount does no
+    // mapping work per segment.
+    uint64_t bytes = PartBytes(SegLevel(static_cast<int>(i)));
+    if (vm->Backed(v, bytes)) continue;
+    Status st = vm->Populate(v, bytes);
     if (!st.ok()) return Damaged(super, "segment " + std::to_string(i) + " cannot be backed: " + st.message());
   }
   return t;
@@ -174,8 +179,10 @@ Result<uint64_t> InodeTable::Reserve() {
         uint64_t v = word->load();
         if (~v == 0) continue;
         int bit = std::countr_zero(~v);
+        // Written back, not fenced: the caller's commit fence (this
+        // thread's next) makes the bit durable no later than the inode.
         medium::Store64(reinterpret_cast<uint64_t*>(word), v | (1ull << bit));
-        medium::Persist(word, 8);
+        medium::Flush(word, 8);
         uint64_t ino = SegBase(seg) + w * 64 + static_cast<uint64_t>(bit);
         sh->inode_hint.store(ino + 1);
         return ino;
@@ -187,7 +194,7 @@ Result<uint64_t> InodeTable::Reserve() {
   uint64_t ino = SegBase(seg) + SegBitmapSlots(seg);
   auto* word = BitmapWord(seg, SegBitmapSlots(seg));
   medium::Store64(reinterpret_cast<uint64_t*>(word), word->load() | (1ull << (SegBitmapSlots(seg) % 64)));
-  medium::Persist(word, 8);
+  medium::Flush(word, 8);
   sh->inode_hint.store(ino + 1);
   return ino;
 }
@@ -198,8 +205,11 @@ void InodeTable::Release(uint64_t ino) {
   int seg = SegOf(ino);
   uint64_t slot = ino - SegBase(seg);
   auto* word = BitmapWord(seg, slot);
+  // Written back, not fenced: until some later fence makes the clear bit
+  // durable, a crash leaves the set bit over a free slot, a leak that
+  // Reconcile returns (as it does for a crash just before this store).
   medium::Store64(reinterpret_cast<uint64_t*>(word), word->load() & ~(1ull << (slot % 64)));
-  medium::Persist(word, 8);
+  medium::Flush(word, 8);
   FsShared* sh = FsSharedOf(pool_);
   if (ino < sh->inode_hint.load()) sh->inode_hint.store(ino);
 }

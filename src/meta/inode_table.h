@@ -6,10 +6,12 @@
 // data path), under the inode's lock (inode_locks.h).
 //
 // Invariant: a slot whose mode is nonzero has its bitmap bit set. Reserve()
-// sets the bit durably before the caller's transaction makes the inode live,
-// and Release() clears it only after the transaction that freed the inode
-// committed; a crash in between leaves a set bit over a free (or orphaned)
-// slot, which Reconcile() returns.
+// sets the bit and writes its line back without a fence of its own: the
+// caller's transaction, committed by the same thread, fences it, so the bit
+// is durable no later than the inode it makes live. Release() clears it
+// only after the transaction that freed the inode committed (durable at
+// some later fence); a crash in between leaves a set bit over a free (or
+// orphaned) slot, which Reconcile() returns.
 #pragma once
 
 #include <atomic>
@@ -46,8 +48,9 @@ class InodeTable {
   uint64_t super_voff() const { return super_; }
   bool Valid(uint64_t ino);
 
-  // Reserves a free slot (bit set and durable). ENOSPC when the table and
-  // the pool are full.
+  // Reserves a free slot: bit set and written back, durable at the calling
+  // thread's next fence (its transaction's commit). ENOSPC when the table
+  // and the pool are full.
   Result<uint64_t> Reserve();
   // Clears the bit of a slot whose inode is free (mode 0).
   void Release(uint64_t ino);

@@ -16,8 +16,22 @@ Status NotBacked(uint64_t voff) {
 }
 }  // namespace
 
+Result<uint64_t> MetaTx::Translate(uint64_t voff) const {
+  // One page remembered: an operation's stores come in runs on one page
+  // (an inode, a directory block), and a page's mapping cannot change
+  // under the caller's locks while the transaction is built.
+  uint64_t page = AlignDown(voff, kPageSize);
+  if (page != cached_page_) {
+    auto off = vm_->Translate(page);
+    if (!off.ok()) return off;
+    cached_page_ = page;
+    cached_pool_ = *off;
+  }
+  return cached_pool_ + (voff - page);
+}
+
 Result<uint64_t> MetaTx::Load64(uint64_t voff) const {
-  auto off = vm_->Translate(voff);
+  auto off = Translate(voff);
   if (!off.ok()) return NotBacked(voff);
   for (auto it = words_.rbegin(); it != words_.rend(); ++it)
     if (it->first == *off) return it->second;
@@ -26,9 +40,9 @@ Result<uint64_t> MetaTx::Load64(uint64_t voff) const {
 
 Status MetaTx::Store64(uint64_t voff, uint64_t value) {
   if (voff % 8 != 0) return Status::Error(EINVAL, "unaligned metadata word");
-  auto off = vm_->Translate(voff);
+  auto off = Translate(voff);
   if (!off.ok()) return NotBacked(voff);
-  order_.push_back({true, words_.size()});
+  tx_.Put64(*off, value);
   words_.push_back({*off, value});
   return Status::Ok();
 }
@@ -39,10 +53,9 @@ Status MetaTx::StoreBytes(uint64_t voff, const void* data, size_t len) {
   // per page.
   while (len > 0) {
     size_t n = std::min<uint64_t>(len, AlignDown(voff, kPageSize) + kPageSize - voff);
-    auto off = vm_->Translate(voff);
+    auto off = Translate(voff);
     if (!off.ok()) return NotBacked(voff);
-    order_.push_back({false, bytes_.size()});
-    bytes_.push_back({*off, std::vector<char>(src, src + n)});
+    tx_.PutBytes(*off, src, n);
     voff += n;
     src += n;
     len -= n;
@@ -51,22 +64,19 @@ Status MetaTx::StoreBytes(uint64_t voff, const void* data, size_t len) {
 }
 
 void MetaTx::MoveTo(medium::Tx* tx) {
-  for (auto [is_word, i] : order_) {
-    if (is_word)
-      tx->Put64(words_[i].first, words_[i].second);
-    else
-      tx->PutBytes(bytes_[i].pool_off, bytes_[i].data.data(), bytes_[i].data.size());
-  }
+  if (tx->empty())
+    std::swap(*tx, tx_);
+  else
+    tx->Append(tx_);
+  tx_.Clear();
   words_.clear();
-  bytes_.clear();
-  order_.clear();
 }
 
 Status MetaTx::Commit() {
-  medium::Tx tx;
-  MoveTo(&tx);
-  if (tx.empty()) return Status::Ok();
-  return pool_->redo().Commit(tx);
+  Status st = tx_.empty() ? Status::Ok() : pool_->redo().Commit(tx_);
+  tx_.Clear();
+  words_.clear();
+  return st;
 }
 
 }  // namespace mapfs::meta

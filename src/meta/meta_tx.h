@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "common/status.h"
+#include "medium/redo_log.h"
 
 namespace mapfs::medium {
 class Pool;
-class Tx;
 }
 namespace mapfs::vm {
 class Vm;
@@ -30,7 +30,13 @@ namespace mapfs::meta {
 
 class MetaTx {
  public:
-  MetaTx(medium::Pool* pool, vm::Vm* vm) : pool_(pool), vm_(vm) {}
+  MetaTx(medium::Pool* pool, vm::Vm* vm) : pool_(pool), vm_(vm) {
+    // A namespace operation records a dozen words and one inode: room for
+    // them up front, so building the transaction allocates twice, not once
+    // per doubling.
+    tx_.Reserve(32, 512);
+    words_.reserve(24);
+  }
 
   // The word at `voff` (8-byte aligned) as this transaction would leave it.
   Result<uint64_t> Load64(uint64_t voff) const;
@@ -40,7 +46,7 @@ class MetaTx {
   // Records a store of `len` bytes; the range may cross pages.
   Status StoreBytes(uint64_t voff, const void* data, size_t len);
 
-  bool empty() const { return words_.empty() && bytes_.empty(); }
+  bool empty() const { return tx_.empty(); }
   // Moves every recorded store into `tx` (for operations that commit the
   // metadata together with a pswap, vm::Vm::Pswap's `with`).
   void MoveTo(medium::Tx* tx);
@@ -50,16 +56,18 @@ class MetaTx {
   Status Commit();
 
  private:
+  // Pool offset of `voff` (vm::Vm::Translate, one page cached).
+  Result<uint64_t> Translate(uint64_t voff) const;
+
   medium::Pool* pool_;
   vm::Vm* vm_;
-  std::vector<std::pair<uint64_t, uint64_t>> words_;  // (pool offset, value), in order
-  struct Bytes {
-    uint64_t pool_off;
-    std::vector<char> data;
-  };
-  std::vector<Bytes> bytes_;
-  // Order of records as recorded: true = word, false = bytes. Replay keeps it.
-  std::vector<std::pair<bool, size_t>> order_;
+  mutable uint64_t cached_page_ = UINT64_MAX;  // virtual offset of the page last translated
+  mutable uint64_t cached_pool_ = 0;           // and its pool offset
+  // The records, in the order they were made (replay keeps it), built as
+  // the redo transaction itself: Commit hands it to the log as it is.
+  medium::Tx tx_;
+  // The 8-byte stores again, (pool offset, value) in order, for Load64.
+  std::vector<std::pair<uint64_t, uint64_t>> words_;
 };
 
 }  // namespace mapfs::meta

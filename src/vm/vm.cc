@@ -245,7 +245,7 @@ bool Vm::MapChunk(uint64_t chunk) {
       runs = 1;
       // A whole aligned chunk can be one huge page where the pool's file
       // system offers them (tmpfs huge=advise needs the hint).
-      if (pool_->huge_pages() && pool_->header().page_shift == 21) ::madvise(base_ + voff, kChunkSize, MADV_HUGEPAGE);
+      if (pool_->header().page_shift == 21 && pool_->huge_pages()) ::madvise(base_ + voff, kChunkSize, MADV_HUGEPAGE);
     }
   } else if (ppt::IsTable(e)) {
     // Pages the table does not map must stay inaccessible.
