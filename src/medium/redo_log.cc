@@ -262,7 +262,9 @@ void RedoLog::Apply(const Tx& tx) {
       CopyNt(dst, tx.data(r), r.len);
       continue;
     }
-    Store64(reinterpret_cast<uint64_t*>(dst), *static_cast<const uint64_t*>(tx.data(r)));
+    uint64_t v;  // a referenced record's bytes may sit at any address
+    std::memcpy(&v, tx.data(r), 8);
+    Store64(reinterpret_cast<uint64_t*>(dst), v);
     uintptr_t line = reinterpret_cast<uintptr_t>(dst) & ~uintptr_t{63};
     bool seen = false;
     for (size_t i = 0; i < nlines && !seen; i++) seen = lines[i] == line;
