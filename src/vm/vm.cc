@@ -496,7 +496,9 @@ Status Vm::Populate(uint64_t voff, uint64_t len, ZeroRange zero, bool map_here) 
   // full (a tmpfs at its size): ENOSPC then, before any entry names the
   // chunk, rather than SIGBUS at the first store. No heap: this runs in the
   // SIGSEGV handler too (HandleFault).
-  const Status full = Status::Error(ENOSPC, "the pool's backing file system is full");
+  // Built only on failure: Populate runs in the SIGSEGV handler too, where
+  // the heap must not be touched on the way through.
+  auto full = [] { return Status::Error(ENOSPC, "the pool's backing file system is full"); };
   uint64_t fresh[8];
   size_t nfresh = 0, used = 0;
   auto release_unused = [&] {
@@ -510,7 +512,7 @@ Status Vm::Populate(uint64_t voff, uint64_t len, ZeroRange zero, bool map_here) 
     fresh[nfresh++] = *ch;
     if (!PopulateView(*ch)) {
       release_unused();
-      return full;
+      return full();
     }
   }
   Status st = [&]() -> Status {
@@ -531,7 +533,7 @@ Status Vm::Populate(uint64_t voff, uint64_t len, ZeroRange zero, bool map_here) 
           ch = *a;
           if (!PopulateView(ch)) {
             pages_.FreePages(ch, kPagesPerChunk);
-            return full;
+            return full();
           }
         }
         zero_fresh(cv, ch, kChunkSize);
