@@ -334,15 +334,8 @@ Status FileData::StrictOverwrite(Inode* in, uint64_t in_voff, const void* buf, s
       if (s.code() != ENOSPC) return s;
     }
   }
-  int64_t now = NowNs();
   medium::Tx meta;
-  auto size_off = vm_->Translate(in_voff + offsetof(Inode, size));
-  auto mt_off = vm_->Translate(in_voff + offsetof(Inode, mtime_ns));
-  auto ct_off = vm_->Translate(in_voff + offsetof(Inode, ctime_ns));
-  if (!size_off.ok() || !mt_off.ok() || !ct_off.ok()) return Status::Error(EUCLEAN, "inode not backed");
-  meta.Put64(*size_off, new_size);
-  meta.Put64(*mt_off, static_cast<uint64_t>(now));
-  meta.Put64(*ct_off, static_cast<uint64_t>(now));
+  MAPFS_RETURN_IF_ERROR(PutSizeAndTimes(in_voff, new_size, static_cast<uint64_t>(NowNs()), &meta));
 
   if (n + 2 * kPageSize <= pool_->redo().capacity()) {
     // Small: the new bytes go through the redo log (written twice, applied
@@ -403,6 +396,17 @@ Status FileData::StrictOverwrite(Inode* in, uint64_t in_voff, const void* buf, s
   return s.ok() ? f : s;
 }
 
+Status FileData::PutSizeAndTimes(uint64_t in_voff, uint64_t size, uint64_t now, medium::Tx* tx) {
+  auto size_off = vm_->Translate(in_voff + offsetof(Inode, size));
+  auto mt_off = vm_->Translate(in_voff + offsetof(Inode, mtime_ns));
+  auto ct_off = vm_->Translate(in_voff + offsetof(Inode, ctime_ns));
+  if (!size_off.ok() || !mt_off.ok() || !ct_off.ok()) return Status::Error(EUCLEAN, "inode not backed");
+  tx->Put64(*size_off, size);
+  tx->Put64(*mt_off, now);
+  tx->Put64(*ct_off, now);
+  return Status::Ok();
+}
+
 Status FileData::StrictSwap(Inode* in, uint64_t in_voff, const void* buf, size_t n, uint64_t off,
                             uint64_t new_size) {
   const char* src = static_cast<const char*>(buf);
@@ -453,14 +457,8 @@ Status FileData::StrictSwap(Inode* in, uint64_t in_voff, const void* buf, size_t
       if (!po.ok()) s = po.status();
       else tx.PutBytesRef(*po, src + (p1 - off), off + n - p1);
     }
-    auto size_off = vm_->Translate(in_voff + offsetof(Inode, size));
-    auto mt_off = vm_->Translate(in_voff + offsetof(Inode, mtime_ns));
-    auto ct_off = vm_->Translate(in_voff + offsetof(Inode, ctime_ns));
-    if (s.ok() && (!size_off.ok() || !mt_off.ok() || !ct_off.ok())) s = Status::Error(EUCLEAN, "inode not backed");
+    if (s.ok()) s = PutSizeAndTimes(in_voff, new_size, now, &tx);
     if (s.ok()) {
-      tx.Put64(*size_off, new_size);
-      tx.Put64(*mt_off, now);
-      tx.Put64(*ct_off, now);
       medium::Fence();
       s = vm_->ReplacePages(base + p0, fresh, npages, &tx);
     }

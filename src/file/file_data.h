@@ -43,6 +43,7 @@
 
 namespace mapfs::medium {
 class Pool;
+class Tx;
 }
 namespace mapfs::vm {
 class Vm;
@@ -147,6 +148,9 @@ class FileData {
                     uint64_t new_size);
 
   void PublishSize(meta::format::Inode* in, uint64_t size, Mode mode, bool data_fenced);
+  // Records the inode's size, mtime and ctime (= now) in `tx`; EUCLEAN if
+  // the inode at `in_voff` is not backed.
+  Status PutSizeAndTimes(uint64_t in_voff, uint64_t size, uint64_t now, medium::Tx* tx);
 
   medium::Pool* pool_;
   vm::Vm* vm_;
