@@ -110,7 +110,7 @@ using mapfs::CurrentUmask;
 
 extern "C" {
 
-const char* mapfs_version(void) { return "0.2.0"; }
+const char* mapfs_version(void) { return MAPFS_VERSION_STRING; }
 unsigned mapfs_format_version(void) { return mapfs::medium::format::kVersion; }
 const char* mapfs_last_error(void) { return last_error.c_str(); }
 

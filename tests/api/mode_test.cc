@@ -539,6 +539,8 @@ TEST(ApiVersion, VersionStrings) {
   ASSERT_NE(v, nullptr);
   int a, b, c;
   EXPECT_EQ(sscanf(v, "%d.%d.%d", &a, &b, &c), 3) << v;
+  // The same version the shared library and the package carry.
+  EXPECT_STREQ(v, MAPFS_PROJECT_VERSION);
   EXPECT_GT(mapfs_format_version(), 0u);
 }
 
