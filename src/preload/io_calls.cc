@@ -48,11 +48,19 @@ int OpenAny(int dirfd, const char* path, int flags, mode_t mode, int (*real)(int
   return real(dirfd, r.Kernel(path), flags, mode);
 }
 
+// Calls that use the description's offset hold its position lock (see
+// Desc::pos_mu) and find the offset where it lives: in the kernel after a
+// hand-off (the core gets it explicitly), else in the OpenFile (the core
+// reads and advances it; its own pos_mu is uncontended under ours).
 ssize_t ReadAt(Desc& d, int fd, void* buf, size_t n, int64_t off) {
   CoreScope cs;
-  Shim& s = Shim::Get();
-  if (off < 0 && d.kernel_offset.load()) {
-    KernelOffsetLock pos(d, fd);
+  if (off < 0) {
+    PositionLock pos(d, fd);
+    if (!pos.kernel()) {
+      auto r = d.fsys->Read(*d.file, buf, n, -1);
+      return r.ok() ? static_cast<ssize_t>(*r) : Fail(r.status());
+    }
+    Shim& s = Shim::Get();
     int64_t cur = s.Offset(d, fd);
     auto r = d.fsys->Read(*d.file, buf, n, cur);
     if (!r.ok()) return Fail(r.status());
@@ -65,9 +73,13 @@ ssize_t ReadAt(Desc& d, int fd, void* buf, size_t n, int64_t off) {
 
 ssize_t WriteAt(Desc& d, int fd, const void* buf, size_t n, int64_t off) {
   CoreScope cs;
-  Shim& s = Shim::Get();
-  if (off < 0 && d.kernel_offset.load()) {
-    KernelOffsetLock pos(d, fd);
+  if (off < 0) {
+    PositionLock pos(d, fd);
+    if (!pos.kernel()) {
+      auto r = d.fsys->Write(*d.file, buf, n, -1);
+      return r.ok() ? static_cast<ssize_t>(*r) : Fail(r.status());
+    }
+    Shim& s = Shim::Get();
     bool append = d.file->flags & O_APPEND;
     int64_t cur = append ? -1 : s.Offset(d, fd);
     auto r = d.fsys->Write(*d.file, buf, n, cur);
@@ -288,11 +300,11 @@ MAPFS_EXPORT off_t lseek(int fd, off_t off, int whence) {
   if (DescRef d = MapfsFd(fd)) {
     CoreScope cs;
     Shim& s = Shim::Get();
-    KernelOffsetLock pos(*d, fd);
-    if (d->kernel_offset.load()) d->file->offset = static_cast<uint64_t>(s.Offset(*d, fd));
+    PositionLock pos(*d, fd);
+    if (pos.kernel()) d->file->offset = static_cast<uint64_t>(s.Offset(*d, fd));
     auto r = d->fsys->Seek(*d->file, off, whence);
     if (!r.ok()) return Fail(r.status());
-    if (d->kernel_offset.load()) s.SetOffset(*d, fd, static_cast<int64_t>(*r));
+    if (pos.kernel()) s.SetOffset(*d, fd, static_cast<int64_t>(*r));
     return static_cast<off_t>(*r);
   }
   return REAL(lseek)(fd, off, whence);
