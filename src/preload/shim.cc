@@ -14,6 +14,7 @@
 #include <cstring>
 #include <vector>
 
+#include "common/log.h"
 #include "preload/cwd_env.h"
 #include "preload/path_limits.h"
 #include "preload/real.h"
@@ -48,6 +49,16 @@ struct HandoffRecord {
 };
 
 Shim* g_shim = nullptr;
+
+// Hand-off records are bytes inherited from another process: one that does
+// not parse is ignored (its descriptor stays a plain memfd of the program)
+// and reported once per process, not once per record.
+void WarnBadRecord(const char* kind, int fd) {
+  static std::atomic<bool> warned{false};
+  if (!warned.exchange(true))
+    MAPFS_LOG("mapfs: ignoring a malformed inherited %s record (descriptor %d); any more are ignored silently",
+              kind, fd);
+}
 
 // Reads the two strings (pool path, mapfs path) after a hand-off record's
 // header at `at`. The lengths are inherited bytes: each must be a path
@@ -765,9 +776,12 @@ void Shim::Adopt() {
       if (i == st.st_ino) d = dr;
     if (!d) {
       HandoffRecord rec;
-      if (REAL(pread)(fd, &rec, sizeof rec, 0) != sizeof rec || std::memcmp(rec.magic, kRecordMagic, 8) != 0) continue;
       std::string tail;
-      if (!ReadRecordTail(fd, sizeof rec, rec.pool_len, rec.path_len, &tail)) continue;
+      if (REAL(pread)(fd, &rec, sizeof rec, 0) != sizeof rec || std::memcmp(rec.magic, kRecordMagic, 8) != 0 ||
+          !ReadRecordTail(fd, sizeof rec, rec.pool_len, rec.path_len, &tail)) {
+        WarnBadRecord("descriptor", fd);
+        continue;
+      }
       if (tail.substr(0, rec.pool_len) != pool_) continue;
       fs::FileSystem* f = Fs();
       if (f == nullptr) continue;
@@ -796,8 +810,10 @@ void Shim::AdoptCwd(int fd) {
     uint32_t lens[2];
     std::memcpy(lens, hdr + 8, sizeof lens);
     std::string tail;
-    if (ReadRecordTail(fd, sizeof hdr, lens[0], lens[1], &tail) && tail.substr(0, lens[0]) == pool_)
-      path = tail.substr(lens[0]);
+    if (!ReadRecordTail(fd, sizeof hdr, lens[0], lens[1], &tail)) WarnBadRecord("cwd", fd);
+    else if (tail.substr(0, lens[0]) == pool_) path = tail.substr(lens[0]);
+  } else {
+    WarnBadRecord("cwd", fd);
   }
   REAL(close)(fd);  // a later handoff makes a new one for this image's children
   if (path.empty() || path[0] != '/') return;
