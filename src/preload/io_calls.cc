@@ -50,15 +50,20 @@ int OpenAny(int dirfd, const char* path, int flags, mode_t mode, int (*real)(int
 
 // Calls that use the description's offset hold its position lock (see
 // Desc::pos_mu) and find the offset where it lives: in the kernel after a
-// hand-off (the core gets it explicitly), else in the OpenFile (the core
-// reads and advances it; its own pos_mu is uncontended under ours).
+// hand-off, else in the OpenFile. Either way the core gets it explicitly
+// (so it takes no position lock of its own) and the shim advances it; only
+// an O_APPEND write on the shim's offset leaves that to the core, which
+// alone knows where the append landed.
 ssize_t ReadAt(Desc& d, int fd, void* buf, size_t n, int64_t off) {
   CoreScope cs;
   if (off < 0) {
     PositionLock pos(d, fd);
     if (!pos.kernel()) {
-      auto r = d.fsys->Read(*d.file, buf, n, -1);
-      return r.ok() ? static_cast<ssize_t>(*r) : Fail(r.status());
+      uint64_t cur = d.file->offset;
+      auto r = d.fsys->Read(*d.file, buf, n, static_cast<int64_t>(cur));
+      if (!r.ok()) return Fail(r.status());
+      d.file->offset = cur + *r;
+      return static_cast<ssize_t>(*r);
     }
     Shim& s = Shim::Get();
     int64_t cur = s.Offset(d, fd);
@@ -75,12 +80,15 @@ ssize_t WriteAt(Desc& d, int fd, const void* buf, size_t n, int64_t off) {
   CoreScope cs;
   if (off < 0) {
     PositionLock pos(d, fd);
+    bool append = d.file->flags & O_APPEND;
     if (!pos.kernel()) {
-      auto r = d.fsys->Write(*d.file, buf, n, -1);
-      return r.ok() ? static_cast<ssize_t>(*r) : Fail(r.status());
+      uint64_t cur = d.file->offset;
+      auto r = d.fsys->Write(*d.file, buf, n, append ? -1 : static_cast<int64_t>(cur));
+      if (!r.ok()) return Fail(r.status());
+      if (!append) d.file->offset = cur + *r;
+      return static_cast<ssize_t>(*r);
     }
     Shim& s = Shim::Get();
-    bool append = d.file->flags & O_APPEND;
     int64_t cur = append ? -1 : s.Offset(d, fd);
     auto r = d.fsys->Write(*d.file, buf, n, cur);
     if (!r.ok()) return Fail(r.status());
