@@ -48,11 +48,24 @@ int OpenAny(int dirfd, const char* path, int flags, mode_t mode, int (*real)(int
   return real(dirfd, r.Kernel(path), flags, mode);
 }
 
+// Calls that use the description's offset hold its position lock (see
+// Desc::pos_mu) and find the offset where it lives: in the kernel after a
+// hand-off, else in the OpenFile. Either way the core gets it explicitly
+// (so it takes no position lock of its own) and the shim advances it; only
+// an O_APPEND write on the shim's offset leaves that to the core, which
+// alone knows where the append landed.
 ssize_t ReadAt(Desc& d, int fd, void* buf, size_t n, int64_t off) {
   CoreScope cs;
-  Shim& s = Shim::Get();
-  if (off < 0 && d.kernel_offset.load()) {
-    KernelOffsetLock pos(d, fd);
+  if (off < 0) {
+    PositionLock pos(d, fd);
+    if (!pos.kernel()) {
+      uint64_t cur = d.file->offset;
+      auto r = d.fsys->Read(*d.file, buf, n, static_cast<int64_t>(cur));
+      if (!r.ok()) return Fail(r.status());
+      d.file->offset = cur + *r;
+      return static_cast<ssize_t>(*r);
+    }
+    Shim& s = Shim::Get();
     int64_t cur = s.Offset(d, fd);
     auto r = d.fsys->Read(*d.file, buf, n, cur);
     if (!r.ok()) return Fail(r.status());
@@ -65,10 +78,17 @@ ssize_t ReadAt(Desc& d, int fd, void* buf, size_t n, int64_t off) {
 
 ssize_t WriteAt(Desc& d, int fd, const void* buf, size_t n, int64_t off) {
   CoreScope cs;
-  Shim& s = Shim::Get();
-  if (off < 0 && d.kernel_offset.load()) {
-    KernelOffsetLock pos(d, fd);
+  if (off < 0) {
+    PositionLock pos(d, fd);
     bool append = d.file->flags & O_APPEND;
+    if (!pos.kernel()) {
+      uint64_t cur = d.file->offset;
+      auto r = d.fsys->Write(*d.file, buf, n, append ? -1 : static_cast<int64_t>(cur));
+      if (!r.ok()) return Fail(r.status());
+      if (!append) d.file->offset = cur + *r;
+      return static_cast<ssize_t>(*r);
+    }
+    Shim& s = Shim::Get();
     int64_t cur = append ? -1 : s.Offset(d, fd);
     auto r = d.fsys->Write(*d.file, buf, n, cur);
     if (!r.ok()) return Fail(r.status());
@@ -288,11 +308,11 @@ MAPFS_EXPORT off_t lseek(int fd, off_t off, int whence) {
   if (DescRef d = MapfsFd(fd)) {
     CoreScope cs;
     Shim& s = Shim::Get();
-    KernelOffsetLock pos(*d, fd);
-    if (d->kernel_offset.load()) d->file->offset = static_cast<uint64_t>(s.Offset(*d, fd));
+    PositionLock pos(*d, fd);
+    if (pos.kernel()) d->file->offset = static_cast<uint64_t>(s.Offset(*d, fd));
     auto r = d->fsys->Seek(*d->file, off, whence);
     if (!r.ok()) return Fail(r.status());
-    if (d->kernel_offset.load()) s.SetOffset(*d, fd, static_cast<int64_t>(*r));
+    if (pos.kernel()) s.SetOffset(*d, fd, static_cast<int64_t>(*r));
     return static_cast<off_t>(*r);
   }
   return REAL(lseek)(fd, off, whence);

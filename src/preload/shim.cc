@@ -14,6 +14,7 @@
 #include <cstring>
 #include <vector>
 
+#include "common/log.h"
 #include "preload/cwd_env.h"
 #include "preload/path_limits.h"
 #include "preload/real.h"
@@ -49,6 +50,16 @@ struct HandoffRecord {
 
 Shim* g_shim = nullptr;
 
+// Hand-off records are bytes inherited from another process: one that does
+// not parse is ignored (its descriptor stays a plain memfd of the program)
+// and reported once per process, not once per record.
+void WarnBadRecord(const char* kind, int fd) {
+  static std::atomic<bool> warned{false};
+  if (!warned.exchange(true))
+    MAPFS_LOG("mapfs: ignoring a malformed inherited %s record (descriptor %d); any more are ignored silently",
+              kind, fd);
+}
+
 // Reads the two strings (pool path, mapfs path) after a hand-off record's
 // header at `at`. The lengths are inherited bytes: each must be a path
 // length (the pool's at most PATH_MAX; the mapfs path may be a cwd deeper
@@ -64,11 +75,16 @@ bool ReadRecordTail(int fd, size_t at, uint32_t a, uint32_t b, std::string* out)
 }
 
 void AtforkPrepare() {
-  if (g_shim != nullptr && g_shim->enabled()) g_shim->Handoff();
+  if (g_shim != nullptr && g_shim->enabled()) g_shim->ForkPrepare();
 }
-void AtforkParent() {}
+void AtforkParent() {
+  if (g_shim != nullptr && g_shim->enabled()) g_shim->ForkDone();
+}
 void AtforkChild() {
-  if (g_shim != nullptr && g_shim->enabled()) g_shim->AfterForkChild();
+  if (g_shim != nullptr && g_shim->enabled()) {
+    g_shim->AfterForkChild();
+    g_shim->ForkDone();
+  }
 }
 
 // Lexically normalises an absolute path (collapses "//", ".", ".."),
@@ -201,10 +217,11 @@ int MoveHigh(int fd) {
   return high;
 }
 
-KernelOffsetLock::KernelOffsetLock(Desc& d, int fd) {
-  if (!d.kernel_offset.load(std::memory_order_acquire)) return;
-  d_ = &d;
+PositionLock::PositionLock(Desc& d, int fd) : d_(&d) {
   d.pos_mu.lock();
+  // Read under the lock: a hand-off sets it while holding the lock.
+  kernel_ = d.kernel_offset.load(std::memory_order_acquire);
+  if (!kernel_) return;
   // A forked child holds the parent's descriptor of the memfd, the same
   // description: OFD locks would not exclude each other. Each process
   // takes its own.
@@ -227,8 +244,7 @@ KernelOffsetLock::KernelOffsetLock(Desc& d, int fd) {
   ofd_ = true;
 }
 
-KernelOffsetLock::~KernelOffsetLock() {
-  if (d_ == nullptr) return;
+PositionLock::~PositionLock() {
   if (ofd_) {
     struct flock l {};
     l.l_type = F_UNLCK;
@@ -580,20 +596,63 @@ void Shim::MarkIdleExit(bool on) {
 
 void Shim::Handoff() {
   std::unique_lock<std::shared_mutex> g(mu_);
-  // Group the descriptor numbers by description.
+  HandoffLocked(false);
+}
+
+// The table lock is held shared across the fork: a child may release a
+// read lock its parent took (glibc takes a write lock's owner from the
+// thread id, which the child does not share), and shared is enough to keep
+// the table unchanged. fork_mu_ keeps two forking threads apart.
+void Shim::ForkPrepare() {
+  fork_mu_.lock();
+  mu_.lock_shared();
+  HandoffLocked(true);
+}
+
+void Shim::ForkDone() {
+  for (const DescRef& d : fork_held_) d->pos_mu.unlock();
+  fork_held_.clear();  // the table still holds every one of them
+  mu_.unlock_shared();
+  fork_mu_.unlock();
+}
+
+void Shim::HandoffLocked(bool keep_pos) {
+  // Group the descriptor numbers by description. Each one's position lock
+  // is taken before its offset is read: a read or write in flight on the
+  // shim's offset finishes first, and any later one sees the offset in the
+  // kernel (PositionLock reads kernel_offset under the lock).
   std::vector<std::pair<Desc*, std::vector<int>>> groups;
+  std::vector<DescRef> held;
   for (int b = 0; b < kL1; b++) {
     DescRef* blk = table_[b].load();
     if (blk == nullptr) continue;
     for (int i = 0; i < kL2; i++) {
-      if (!blk[i] || blk[i]->kernel_offset.load()) continue;
+      if (!blk[i]) continue;
       Desc* d = blk[i].get();
+      auto h = held.begin();
+      while (h != held.end() && h->get() != d) ++h;
+      if (h == held.end()) {
+        d->pos_mu.lock();
+        held.push_back(blk[i]);
+      }
+      if (d->kernel_offset.load()) continue;
       auto it = groups.begin();
       while (it != groups.end() && it->first != d) ++it;
       if (it == groups.end()) groups.push_back({d, {b * kL2 + i}});
       else it->second.push_back(b * kL2 + i);
     }
   }
+  struct Release {
+    std::vector<DescRef>* held;
+    std::vector<DescRef>* keep;
+    ~Release() {
+      if (keep != nullptr) {
+        *keep = std::move(*held);
+        return;
+      }
+      for (const DescRef& d : *held) d->pos_mu.unlock();
+    }
+  } release{&held, keep_pos ? &fork_held_ : nullptr};
   CoreScope cs;
   HandoffCwd();
   for (auto& [d, fds] : groups) {
@@ -717,9 +776,12 @@ void Shim::Adopt() {
       if (i == st.st_ino) d = dr;
     if (!d) {
       HandoffRecord rec;
-      if (REAL(pread)(fd, &rec, sizeof rec, 0) != sizeof rec || std::memcmp(rec.magic, kRecordMagic, 8) != 0) continue;
       std::string tail;
-      if (!ReadRecordTail(fd, sizeof rec, rec.pool_len, rec.path_len, &tail)) continue;
+      if (REAL(pread)(fd, &rec, sizeof rec, 0) != sizeof rec || std::memcmp(rec.magic, kRecordMagic, 8) != 0 ||
+          !ReadRecordTail(fd, sizeof rec, rec.pool_len, rec.path_len, &tail)) {
+        WarnBadRecord("descriptor", fd);
+        continue;
+      }
       if (tail.substr(0, rec.pool_len) != pool_) continue;
       fs::FileSystem* f = Fs();
       if (f == nullptr) continue;
@@ -748,8 +810,10 @@ void Shim::AdoptCwd(int fd) {
     uint32_t lens[2];
     std::memcpy(lens, hdr + 8, sizeof lens);
     std::string tail;
-    if (ReadRecordTail(fd, sizeof hdr, lens[0], lens[1], &tail) && tail.substr(0, lens[0]) == pool_)
-      path = tail.substr(lens[0]);
+    if (!ReadRecordTail(fd, sizeof hdr, lens[0], lens[1], &tail)) WarnBadRecord("cwd", fd);
+    else if (tail.substr(0, lens[0]) == pool_) path = tail.substr(lens[0]);
+  } else {
+    WarnBadRecord("cwd", fd);
   }
   REAL(close)(fd);  // a later handoff makes a new one for this image's children
   if (path.empty() || path[0] != '/') return;

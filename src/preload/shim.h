@@ -45,28 +45,34 @@ struct Desc {
   int status_flags = 0;  // O_APPEND | O_NONBLOCK ... as F_SETFL changes them
   std::string path;      // mapfs path it was opened by (for /proc-like uses: fchdir, realpath)
   std::atomic<int> lock_fd{-1};  // this description's own descriptor of the lock file (OFD locks, flock)
-  // Serialises read/write/lseek on a kernel-held offset, as Linux's
-  // per-description position lock does: `pos_mu` between this process's
-  // threads, an OFD lock on `pos_fd` (this process's own description of
-  // the placeholder memfd, opened by process `pos_pid`) between processes.
+  // The description's position lock, as Linux's f_pos lock: held by every
+  // read, write and lseek that uses the offset (PositionLock), wherever
+  // the offset lives, and by the hand-off that moves it into the kernel,
+  // so no update in flight is lost at a fork. `pos_mu` serialises this
+  // process's threads; once the offset is in the kernel, an OFD lock on
+  // `pos_fd` (this process's own description of the placeholder memfd,
+  // opened by process `pos_pid`) serialises the processes sharing it.
   std::mutex pos_mu;
   int pos_fd = -1;
   pid_t pos_pid = 0;
 };
 using DescRef = std::shared_ptr<Desc>;
 
-// Holds a description's kernel-offset lock (see Desc::pos_mu) for one
-// read, write or lseek. Does nothing while the offset lives in the shim's
-// own OpenFile (its pos_mu serialises there).
-class KernelOffsetLock {
+// Holds a description's position lock (see Desc::pos_mu) for one read,
+// write or lseek that uses its offset. kernel() says, stable while held,
+// whether the offset lives in the kernel (the placeholder's position) or
+// in the shim's OpenFile.
+class PositionLock {
  public:
-  KernelOffsetLock(Desc& d, int fd);
-  ~KernelOffsetLock();
-  KernelOffsetLock(const KernelOffsetLock&) = delete;
-  KernelOffsetLock& operator=(const KernelOffsetLock&) = delete;
+  PositionLock(Desc& d, int fd);
+  ~PositionLock();
+  PositionLock(const PositionLock&) = delete;
+  PositionLock& operator=(const PositionLock&) = delete;
+  bool kernel() const { return kernel_; }
 
  private:
-  Desc* d_ = nullptr;
+  Desc* d_;
+  bool kernel_ = false;
   bool ofd_ = false;
 };
 
@@ -115,9 +121,18 @@ class Shim {
   // fsync of every description this process has open (sync(2)).
   void SyncAll();
 
-  // Before fork/vfork/posix_spawn/system/popen/exec: move every
-  // description's offset into the kernel and write its adoption record.
+  // Before vfork/posix_spawn/system/popen/exec: move every description's
+  // offset into the kernel and write its adoption record.
   void Handoff();
+  // Around fork() (pthread_atfork): ForkPrepare hands off like Handoff and
+  // keeps the table unchanged and every description's position lock held until
+  // ForkDone (in the parent, and in the child after AfterForkChild), so the
+  // child inherits none of them held by a thread it does not have. A
+  // thread that forks while it holds a position lock itself (a signal
+  // handler interrupting its own read) would wait forever; nothing in the
+  // shim does.
+  void ForkPrepare();
+  void ForkDone();
   // True if this process holds nothing of the pool that it must give back
   // before it ends: no mapfs descriptor, no map of a mapfs file.
   bool HoldsNothing();
@@ -174,6 +189,12 @@ class Shim {
   int cwd_fd_ = -1;
   std::string cwd_fd_path_;  // the cwd cwd_fd_ holds
   void HandoffCwd();
+  // Handoff with mu_ held (exclusively, or shared with fork_mu_); keep_pos:
+  // leave the position lock of every description in the table held,
+  // listed in fork_held_.
+  void HandoffLocked(bool keep_pos);
+  std::mutex fork_mu_;              // held from ForkPrepare to ForkDone
+  std::vector<DescRef> fork_held_;  // see ForkPrepare
   std::atomic<bool> cwd_mapfs_{false};
 };
 

@@ -43,6 +43,21 @@ for kind, a, b in cases:
         fail = 1
     else:
         print("ok: %s ignored" % what)
+# A malformed record is reported, once per process however many there
+# are (MAPFS_LOG on), and the program still runs.
+fds = [crafted("fd", 0xFFFFFFFF, 2), crafted("cwd", 0x7FFFFFFF, 0x7FFFFFFF), crafted("fd", 3, 3)]
+env = dict(os.environ, MAPFS_LOG="1")
+p = subprocess.run([mapfs, "run", "--pool", pool, "--", "sh", "-c", "echo ok"], pass_fds=fds, env=env,
+                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+for fd in fds:
+    os.close(fd)
+warnings = p.stderr.count("malformed inherited")
+if p.returncode != 0 or p.stdout != "ok\n" or warnings != 1:
+    print("FAIL: three malformed records: exit %d, stdout %r, %d warnings (want 1), stderr %r"
+          % (p.returncode, p.stdout, warnings, p.stderr[-500:]))
+    fail = 1
+else:
+    print("ok: three malformed records, one warning")
 sys.exit(fail)
 PY
 "$mapfs" fsck "$pool" >/dev/null

@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -200,6 +201,57 @@ TEST(Shim, KernelOffsetUpdatesAreNeverLost) {
   size_t p = 0;
   for (char ch : all) p += ch == 'p';
   EXPECT_EQ(p, size_t{2 * kWrites}) << "writes overwrote each other";
+}
+
+// Regression (issue 16, defect 2, at the fork itself): the first fork
+// moves a description's offset from the shim into the kernel. A write
+// another thread had in flight then updated the shim's copy after it was
+// handed over, and the next write landed on it. A thread of the parent
+// that held the position lock at the fork left it locked in the child,
+// whose next write or lseek on that descriptor hung. Each round: a thread
+// writes 'w' bytes while the main thread forks children that each write
+// one 'c' (under alarm(): a hang kills the child). Every byte must be
+// there, each written once, and the offset must count them all.
+TEST(Shim, ForkNeverLosesAnOffsetUpdateInFlight) {
+  std::string d = Dir();
+  constexpr int kRounds = 40, kWrites = 1500, kForks = 3;
+  for (int round = 0; round < kRounds; round++) {
+    std::string path = d + "/f" + std::to_string(round);
+    int fd = open(path.c_str(), O_CREAT | O_RDWR, 0644);
+    ASSERT_GE(fd, 0);
+    std::atomic<int> done{0};
+    std::thread writer([&] {
+      for (int i = 0; i < kWrites; i++) {
+        if (write(fd, "w", 1) != 1) return;
+        done.store(i + 1);
+      }
+    });
+    int children = 0;
+    for (int k = 0; k < kForks; k++) {
+      // Fork while the writer is busy: before its first write the offset
+      // is still the shim's, after the first fork the kernel's.
+      while (done.load() < (k + 1) * kWrites / (kForks + 2)) std::this_thread::yield();
+      pid_t pid = fork();
+      ASSERT_GE(pid, 0);
+      if (pid == 0) {
+        alarm(10);
+        bool ok = write(fd, "c", 1) == 1 && lseek(fd, 0, SEEK_CUR) > 0;
+        _exit(ok ? 0 : 1);
+      }
+      EXPECT_EQ(WaitChild(pid), 0) << "round " << round << ", child " << k << " (142: it hung)";
+      children++;
+    }
+    writer.join();
+    ASSERT_EQ(done.load(), kWrites) << "round " << round << ": " << strerror(errno);
+    off_t end = lseek(fd, 0, SEEK_CUR);
+    close(fd);
+    std::string all = ReadAll(path);
+    size_t c = 0;
+    for (char ch : all) c += ch == 'c';
+    ASSERT_EQ(all.size(), size_t{kWrites} + children) << "round " << round << ": bytes overwritten";
+    ASSERT_EQ(c, size_t(children)) << "round " << round;
+    ASSERT_EQ(end, static_cast<off_t>(all.size())) << "round " << round << ": offset updates lost";
+  }
 }
 
 // Regression (issue 16, defect 3): dup2/dup3 onto one of the shim's own
