@@ -11,6 +11,10 @@
 //  - Bytes past the size are undefined in mapped blocks (a crashed write,
 //    the tail of a truncation): every call that moves the size up zeroes
 //    what it exposes and does not write itself, before the new size.
+//  - No block at or past the inode's blocks_end is mapped: it is raised
+//    (durably, 1 MiB at a time) before blocks past it are inserted, so
+//    recovery frees what a crashed write left past the size by looking
+//    only there (TrimBlocks), and a freed inode's blocks are all zeroed.
 //  - The size moves up only after the data (fenced in sync/strict, ordered
 //    by the same fence in posix); it moves down before blocks are freed, so
 //    a crash never leaves a size over blocks that another file now owns.
@@ -25,9 +29,15 @@
 // another process may remove blocks between calls, which a cursor kept
 // across calls would not see.
 //
-// Strict overwrites go through the redo log (block pool offsets, the new
-// bytes, size and times in one transaction): all-or-nothing up to the
-// log's capacity; larger ones commit one log-sized piece at a time.
+// Strict overwrites are all-or-nothing. Small ones put the new bytes, size
+// and times in one redo transaction. Larger ones write the bytes once to
+// staging blocks (mapped under this mount's staging inode number, past the
+// files' numbers), then commit one transaction of copy records (staging ->
+// the file's blocks, 24 bytes each, merged where both sides continue) with
+// the size and times; the copies are applied, and replayed after a crash,
+// from the staging blocks, which are zeroed and freed only once the
+// transaction is retired. A write whose copy records overflow the log
+// (tens of MiB scattered over a hash table) commits in pieces.
 #include <linux/falloc.h>
 
 #include <algorithm>
@@ -39,6 +49,7 @@
 #include "medium/persist.h"
 #include "medium/pool.h"
 #include "medium/redo_log.h"
+#include "medium/shared.h"
 
 namespace mapfs::file {
 
@@ -54,6 +65,8 @@ bool LookupsLock(const map::Mapper& m) { return m.kind() == map::Kind::kCuckoo; 
 }  // namespace
 
 void FileData::UseBlocks(std::unique_ptr<map::Mapper> mapper) { mapper_ = std::move(mapper); }
+
+uint64_t FileData::FileInoLimit() const { return mapper_->max_ino() - medium::kMaxMounts; }
 
 template <typename Fn>
 Status FileData::ForRuns(map::Cursor* c, uint64_t ino, uint64_t from, uint64_t to, Fn&& fn) {
@@ -88,9 +101,7 @@ Status FileData::ForRuns(map::Cursor* c, uint64_t ino, uint64_t from, uint64_t t
 
 Status FileData::MapBlocks(map::Cursor* c, uint64_t ino, uint64_t from, uint64_t to) {
   if (from >= to) return Status::Ok();
-  if (ino == 0 || ino >= mapper_->max_ino())
-    return Status::Error(ENOSPC, "inode " + std::to_string(ino) + " is past the " +
-                                     std::to_string(mapper_->max_ino()) + " files the mapping area was made for");
+  if (ino == 0 || ino >= mapper_->max_ino()) return Status::Error(EINVAL, "no mapping for inode 0");
   uint64_t b0 = from >> kShift, b1 = (to + kBlock - 1) >> kShift;
   if (b1 > map::format::kMaxFileBlock) return Status::Error(EFBIG, "write past the largest block-mapped file");
   // Holes of the range, then one Insert per hole (contiguous where the
@@ -128,12 +139,31 @@ Status FileData::FreeBlocks(map::Cursor* c, uint64_t ino, uint64_t fblk, uint64_
   return mapper_->Remove(c, ino, map::FileBlock(fblk), map::kToEnd);
 }
 
-Status FileData::ReleaseBlocks(uint64_t ino, uint64_t size) {
+Status FileData::ReleaseBlocks(uint64_t ino, const Inode* in) {
   if (!mapper_) return Status::Ok();
   map::Cursor c{};
-  // Blocks past the size exist only after a crashed write; they are freed
-  // unzeroed (at most that write's bytes of this file). See docs/MAPPING.md.
-  return FreeBlocks(&c, ino, 0, size);
+  return FreeBlocks(&c, ino, 0, std::max(in->size, in->blocks_end));
+}
+
+void FileData::RaiseBlocksEnd(Inode* in, uint64_t end) {
+  if (end <= in->blocks_end) return;
+  medium::Store64(&in->blocks_end, AlignUp(end, uint64_t{1} << 20));
+  medium::Persist(&in->blocks_end, 8);
+}
+
+Status FileData::TrimBlocks(uint64_t ino, Inode* in) {
+  uint64_t keep = AlignUp(in->size, kBlock);
+  if (in->blocks_end <= keep) return Status::Ok();
+  map::Cursor c{};
+  MAPFS_RETURN_IF_ERROR(ZeroBlocks(&c, ino, keep, in->blocks_end));
+  medium::Fence();
+  {
+    medium::PoolLock l(pool_, medium::LockId::kMap);
+    MAPFS_RETURN_IF_ERROR(mapper_->Remove(&c, ino, map::FileBlock(keep >> kShift), (in->blocks_end - keep) >> kShift));
+  }
+  medium::Store64(&in->blocks_end, keep);
+  medium::Persist(&in->blocks_end, 8);
+  return Status::Ok();
 }
 
 Result<size_t> FileData::BlockRead(uint64_t ino, const Inode* in, void* buf, size_t n, uint64_t off) {
@@ -156,11 +186,19 @@ Result<size_t> FileData::BlockWrite(uint64_t ino, Inode* in, uint64_t in_voff, c
                                     uint64_t off, Mode mode) {
   if (off > max_size_ || n > max_size_ - off) return Status::Error(EFBIG, "write past the largest file size");
   uint64_t size = in->size, end = off + n;
+  if (ino == 0 || ino >= FileInoLimit())
+    return Status::Error(ENOSPC, "inode " + std::to_string(ino) + " is past the " + std::to_string(FileInoLimit()) +
+                                     " files the mapping area was made for");
   map::Cursor c{};
+  RaiseBlocksEnd(in, end);
   MAPFS_RETURN_IF_ERROR(MapBlocks(&c, ino, off, end));
   const char* src = static_cast<const char*>(buf);
+  if (mode == Mode::kStrict && off < size && n > pool_->redo().capacity() / 2) {
+    MAPFS_RETURN_IF_ERROR(BlockStagedOverwrite(&c, ino, in_voff, src, n, off, std::max(size, end)));
+    return n;
+  }
   if (mode == Mode::kStrict && off < size) {
-    // All-or-nothing through the redo log, one log-sized piece at a time.
+    // Small: the new bytes themselves go through the redo log.
     uint64_t piece_max = pool_->redo().capacity() / 2;
     uint64_t p = off;
     while (p < end) {
@@ -197,6 +235,76 @@ Result<size_t> FileData::BlockWrite(uint64_t ino, Inode* in, uint64_t in_voff, c
   return n;
 }
 
+Status FileData::ClearStaging(uint64_t s_ino) {
+  // Staging blocks fill file blocks 0, 1, ... : the first hole ends them.
+  map::Cursor c{};
+  uint64_t end = 0;
+  for (;;) {
+    map::Mapping m;
+    int rc = mapper_->Lookup(&c, s_ino, map::FileBlock(end >> kShift), &m);
+    if (rc != 0) return Status::Error(-rc, "staging blocks: mapping lookup failed");
+    if (!m.mapped) break;
+    end += m.len << kShift;
+  }
+  if (end == 0) return Status::Ok();
+  return FreeBlocks(&c, s_ino, 0, end);
+}
+
+Status FileData::ClearAllStaging() {
+  if (!mapper_) return Status::Ok();
+  for (int slot = 0; slot < medium::kMaxMounts; slot++)
+    MAPFS_RETURN_IF_ERROR(ClearStaging(FileInoLimit() + static_cast<uint64_t>(slot)));
+  return Status::Ok();
+}
+
+Status FileData::BlockStagedOverwrite(map::Cursor* c, uint64_t ino, uint64_t in_voff, const char* src, size_t n,
+                                      uint64_t off, uint64_t new_size) {
+  std::lock_guard<std::mutex> g(staging_mu_);
+  const uint64_t s_ino = FileInoLimit() + static_cast<uint64_t>(pool_->mount_slot());
+  // A mount that died in this slot may have left its staging blocks.
+  MAPFS_RETURN_IF_ERROR(ClearStaging(s_ino));
+  // Staging byte head + i holds byte i of the write, so that each of the
+  // file's block pieces has its source in one staging block.
+  const uint64_t head = off & (kBlock - 1), end = off + n;
+  map::Cursor sc{};
+  Status st = MapBlocks(&sc, s_ino, 0, head + n);
+  struct Run {
+    uint64_t at, pool_off, len;
+  };
+  std::vector<Run> staged, target;
+  if (st.ok())
+    st = ForRuns(&sc, s_ino, head, head + n, [&](uint64_t p, uint64_t po, uint64_t len) {
+      if (po == kHole) return Status::Error(EUCLEAN, "staging block vanished");
+      medium::CopyNt(pool_->base() + po, src + (p - head), len);
+      staged.push_back({p - head + off, po, len});
+      return Status::Ok();
+    });
+  if (st.ok())
+    st = ForRuns(c, ino, off, end, [&](uint64_t p, uint64_t po, uint64_t len) {
+      if (po == kHole) return Status::Error(EUCLEAN, "block vanished under the inode's lock");
+      target.push_back({p, po, len});
+      return Status::Ok();
+    });
+  medium::Fence();  // the staged bytes are durable before any record names them
+  // Copy records, in pieces that each fit the log.
+  size_t i = 0, j = 0;
+  uint64_t p = off;
+  while (st.ok() && p < end) {
+    medium::Tx tx;
+    while (p < end && tx.payload_bytes() + 24 * 5 < pool_->redo().capacity()) {
+      while (target[i].at + target[i].len <= p) i++;
+      while (staged[j].at + staged[j].len <= p) j++;
+      uint64_t len = std::min(target[i].at + target[i].len, staged[j].at + staged[j].len) - p;
+      tx.PutCopy(target[i].pool_off + (p - target[i].at), staged[j].pool_off + (p - staged[j].at), len);
+      p += len;
+    }
+    if (p == end) st = PutSizeAndTimes(in_voff, new_size, static_cast<uint64_t>(NowNs()), &tx);
+    if (st.ok()) st = pool_->redo().Commit(tx);
+  }
+  Status cl = ClearStaging(s_ino);
+  return st.ok() ? cl : st;
+}
+
 Status FileData::BlockTruncate(uint64_t ino, Inode* in, uint64_t size, Mode mode, bool mapped) {
   uint64_t old = in->size;
   if (size > max_size_) return Status::Error(EFBIG, "size past the largest file size");
@@ -218,7 +326,10 @@ Status FileData::BlockTruncate(uint64_t ino, Inode* in, uint64_t size, Mode mode
   MAPFS_RETURN_IF_ERROR(ZeroBlocks(&c, ino, size, mapped ? old : std::min(old, keep_to)));
   medium::Fence();
   if (mapped) return Status::Ok();
-  return FreeBlocks(&c, ino, keep_to >> kShift, old);
+  MAPFS_RETURN_IF_ERROR(FreeBlocks(&c, ino, keep_to >> kShift, std::max(old, in->blocks_end)));
+  medium::Store64(&in->blocks_end, keep_to);
+  medium::Persist(&in->blocks_end, 8);
+  return Status::Ok();
 }
 
 Status FileData::BlockFallocate(uint64_t ino, Inode* in, int fmode, uint64_t off, uint64_t len, Mode mode,
@@ -248,6 +359,7 @@ Status FileData::BlockFallocate(uint64_t ino, Inode* in, int fmode, uint64_t off
     return Status::Ok();
   }
   uint64_t new_size = keep ? size : std::max(size, end);
+  RaiseBlocksEnd(in, end);
   MAPFS_RETURN_IF_ERROR(MapBlocks(&c, ino, off, end));
   if (fmode & FALLOC_FL_ZERO_RANGE) MAPFS_RETURN_IF_ERROR(ZeroBlocks(&c, ino, off, end));
   if (new_size > size) MAPFS_RETURN_IF_ERROR(ZeroBlocks(&c, ino, size, new_size));
@@ -255,8 +367,10 @@ Status FileData::BlockFallocate(uint64_t ino, Inode* in, int fmode, uint64_t off
   return Status::Ok();
 }
 
-Status FileData::BlockMapPool(uint64_t ino, uint64_t off, uint64_t len, std::vector<PoolRun>* runs) {
+Status FileData::BlockMapPool(uint64_t ino, Inode* in, uint64_t off, uint64_t len, std::vector<PoolRun>* runs) {
+  if (ino == 0 || ino >= FileInoLimit()) return Status::Error(ENOSPC, "inode past the mapping area's files");
   map::Cursor c{};
+  RaiseBlocksEnd(in, off + len);
   MAPFS_RETURN_IF_ERROR(MapBlocks(&c, ino, off, off + len));
   runs->clear();
   return ForRuns(&c, ino, off, off + len, [&](uint64_t, uint64_t po, uint64_t n) {

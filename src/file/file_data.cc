@@ -575,7 +575,7 @@ Status FileData::MapPool(Inode* in, uint64_t in_voff, uint64_t off, uint64_t len
   if (len == 0 || !IsAligned(off, kPageSize) || !IsAligned(len, kPageSize))
     return Status::Error(EINVAL, "map: unaligned range");
   if (off > max_size_ || len > max_size_ - off) return Status::Error(EFBIG, "map past the largest file size");
-  if (mapper_) return BlockMapPool(ino, off, len, runs);
+  if (mapper_) return BlockMapPool(ino, in, off, len, runs);
   MAPFS_RETURN_IF_ERROR(Grow(in, in_voff, off + len, true));
   uint64_t base = PartVoff(in->part) + off;
   MAPFS_RETURN_IF_ERROR(vm_->Populate(base, len));

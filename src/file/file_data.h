@@ -37,6 +37,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "common/status.h"
@@ -79,9 +80,14 @@ class FileData {
   void UseBlocks(std::unique_ptr<map::Mapper> mapper);
   bool block_mapped() const { return mapper_ != nullptr; }
   map::Mapper* mapper() const { return mapper_.get(); }
-  // Frees every block of `ino`, an unreachable inode of `size` bytes (its
-  // blocks below the size are zeroed first: free blocks read as zero).
-  Status ReleaseBlocks(uint64_t ino, uint64_t size);
+  // Frees every block of `ino`, an unreachable inode (zeroed first: free
+  // blocks read as zero).
+  Status ReleaseBlocks(uint64_t ino, const meta::format::Inode* in);
+  // Frees the staging blocks every mount slot may have left (recovery).
+  Status ClearAllStaging();
+  // Recovery: frees the blocks a crashed write or allocation left past the
+  // end of `ino` (between its size and its blocks_end).
+  Status TrimBlocks(uint64_t ino, meta::format::Inode* in);
 
   // Largest file size: the largest partition below the top level.
   uint64_t max_size() const { return max_size_; }
@@ -178,9 +184,18 @@ class FileData {
   Status BlockTruncate(uint64_t ino, meta::format::Inode* in, uint64_t size, Mode mode, bool mapped);
   Status BlockFallocate(uint64_t ino, meta::format::Inode* in, int fmode, uint64_t off, uint64_t len, Mode mode,
                         bool mapped);
-  Status BlockMapPool(uint64_t ino, uint64_t off, uint64_t len, std::vector<PoolRun>* runs);
+  Status BlockMapPool(uint64_t ino, meta::format::Inode* in, uint64_t off, uint64_t len, std::vector<PoolRun>* runs);
   void BlockSync(uint64_t ino, const meta::format::Inode* in, bool mapped);
   uint64_t BlockAllocated(uint64_t ino, const meta::format::Inode* in);
+  // Inode numbers of files are below this; the kMaxMounts numbers from it
+  // are the mount slots' staging inodes.
+  uint64_t FileInoLimit() const;
+  Status BlockStagedOverwrite(map::Cursor* c, uint64_t ino, uint64_t in_voff, const char* src, size_t n, uint64_t off,
+                              uint64_t new_size);
+  Status ClearStaging(uint64_t s_ino);
+  // Makes blocks_end cover `end` (durably, in 1 MiB steps) before blocks
+  // up to there are mapped.
+  void RaiseBlocksEnd(meta::format::Inode* in, uint64_t end);
   // Maps every unmapped block of [from, to) (bytes) to a fresh, zero block.
   Status MapBlocks(map::Cursor* c, uint64_t ino, uint64_t from, uint64_t to);
   // Calls fn(file offset, pool offset or ~0 for a hole, bytes) for the
@@ -196,6 +211,7 @@ class FileData {
   medium::Pool* pool_;
   vm::Vm* vm_;
   std::unique_ptr<map::Mapper> mapper_;
+  std::mutex staging_mu_;  // this process's staging inode (one per mount slot)
   space::Partitions* space_;
   uint64_t max_size_;
   // 2,048 entries (48 KiB of redo records) per commit; past that, a staging

@@ -51,6 +51,7 @@ Status FormatMapArea(medium::Pool* p) {
   o.max_ino = meta::format::kMaxInodes;
   if (o.kind == map::Kind::kExtent || o.kind == map::Kind::kRadix)
     o.max_ino = std::min<uint64_t>(o.max_ino, std::max<uint64_t>(4096, blocks / 16));
+  o.max_ino += medium::kMaxMounts;  // each mount slot's staging inode (file/block_file.cc)
   return map::Mapper::Format(p, h.map_off, h.map_len, o);
 }
 }  // namespace
@@ -186,6 +187,16 @@ Status FileSystem::CollectLeaks(uint64_t* freed) {
 }
 
 Status FileSystem::Recover() {
+  if (data_->block_mapped()) {
+    // Blocks a crashed write or allocation mapped past a file's end, and
+    // staging blocks of dead mounts, go back to the mapping area.
+    MAPFS_RETURN_IF_ERROR(data_->ClearAllStaging());
+    Status st;
+    inodes_->ForEach([&](uint64_t ino, Inode* in) {
+      if (st.ok() && in->mode != 0 && S_ISREG(in->mode)) st = data_->TrimBlocks(ino, in);
+    });
+    MAPFS_RETURN_IF_ERROR(st);
+  }
   std::vector<uint64_t> orphans;
   uint64_t fixed = 0;
   MAPFS_RETURN_IF_ERROR(inodes_->Reconcile(&orphans, &fixed));

@@ -270,7 +270,7 @@ Status FileSystem::KillInode(uint64_t ino) {
   Inode* in = Ino(ino);
   uint64_t part = in->part, flags = in->flags;
   mode_t mode = static_cast<mode_t>(in->mode);
-  if (data_->block_mapped() && S_ISREG(mode)) MAPFS_RETURN_IF_ERROR(data_->ReleaseBlocks(ino, in->size));
+  if (data_->block_mapped() && S_ISREG(mode)) MAPFS_RETURN_IF_ERROR(data_->ReleaseBlocks(ino, in));
   MetaTx tx(&mount_->pool(), &mount_->vm());
   MAPFS_RETURN_IF_ERROR(tx.Store64(inodes_->VoffOf(ino) + offsetof(Inode, mode), 0));
   MAPFS_RETURN_IF_ERROR(tx.Commit());

@@ -205,10 +205,10 @@ Status Pool::Create(const std::string& path, const CreateOptions& opt) {
       return Status::Error(EINVAL, "the mapping area must take 1 to 95 % of the pool");
     // The metadata (inodes, directories) keeps its partitions in the pages
     // before the area: at least 4 chunks.
-    h.map_len = AlignDown((size - h.meta_end) / 100 * opt.map_percent, kChunkSize);
+    h.map_len = std::min(AlignDown((size - h.meta_end) / 100 * opt.map_percent, kChunkSize),
+                         size - h.meta_end - 4 * kChunkSize);
     h.map_off = size - h.map_len;
-    if (h.map_len < 2 * kChunkSize || h.map_off < h.meta_end + 4 * kChunkSize)
-      return Status::Error(EINVAL, "pool too small for a mapping area and its metadata");
+    if (h.map_len < kChunkSize) return Status::Error(EINVAL, "pool too small for a mapping area and its metadata");
   }
 
   if (opt.file_mode & ~0777u) return Status::Error(EINVAL, "pool mode must be read/write/execute bits only");
