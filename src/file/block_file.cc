@@ -39,6 +39,7 @@
 // transaction is retired. A write whose copy records overflow the log
 // (tens of MiB scattered over a hash table) commits in pieces.
 #include <linux/falloc.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstring>
@@ -60,11 +61,20 @@ constexpr uint64_t kBlock = map::format::kBlockSize;
 constexpr int kShift = map::format::kBlockShift;
 constexpr uint64_t kHole = ~uint64_t{0};
 
+#ifdef MADV_POPULATE_WRITE
+constexpr int kPopulateWrite = MADV_POPULATE_WRITE;
+#else
+constexpr int kPopulateWrite = 23;  // Linux 5.14; older kernels refuse it (EINVAL): best effort
+#endif
+
 // Whether lookups need the pool's kMap lock (see the header comment).
 bool LookupsLock(const map::Mapper& m) { return m.kind() == map::Kind::kCuckoo; }
 }  // namespace
 
-void FileData::UseBlocks(std::unique_ptr<map::Mapper> mapper) { mapper_ = std::move(mapper); }
+void FileData::UseBlocks(std::unique_ptr<map::Mapper> mapper) {
+  mapper_ = std::move(mapper);
+  populated_ = std::make_unique<std::atomic<uint64_t>[]>(pool_->header().map_len / kChunkSize / 64 + 1);
+}
 
 uint64_t FileData::FileInoLimit() const { return mapper_->max_ino() - medium::kMaxMounts; }
 
@@ -117,8 +127,36 @@ Status FileData::MapBlocks(map::Cursor* c, uint64_t ino, uint64_t from, uint64_t
     return Status::Ok();
   }));
   if (holes.empty()) return Status::Ok();
+  {
+    medium::PoolLock l(pool_, medium::LockId::kMap);
+    for (auto [fb, count] : holes) MAPFS_RETURN_IF_ERROR(mapper_->Insert(c, ino, map::FileBlock(fb), count));
+  }
+  // A pool takes memory as it is used: the new blocks' memory is taken now
+  // (a chunk at a time), so that a full medium (a tmpfs at its size) is
+  // ENOSPC here, not SIGBUS at the first store.
+  Status st;
+  for (auto [fb, count] : holes) {
+    if (!st.ok()) break;
+    st = ForRuns(c, ino, fb << kShift, (fb + count) << kShift, [&](uint64_t, uint64_t po, uint64_t n) {
+      return po == kHole ? Status::Ok() : Backed(po, n);
+    });
+  }
+  if (st.ok()) return st;
   medium::PoolLock l(pool_, medium::LockId::kMap);
-  for (auto [fb, count] : holes) MAPFS_RETURN_IF_ERROR(mapper_->Insert(c, ino, map::FileBlock(fb), count));
+  for (auto [fb, count] : holes) (void)mapper_->Remove(c, ino, map::FileBlock(fb), count);
+  return st;
+}
+
+Status FileData::Backed(uint64_t pool_off, uint64_t len) {
+  const uint64_t area = pool_->header().map_off;
+  for (uint64_t ch = (pool_off - area) / kChunkSize; ch <= (pool_off + len - 1 - area) / kChunkSize; ch++) {
+    std::atomic<uint64_t>& w = populated_[ch / 64];
+    uint64_t bit = uint64_t{1} << (ch % 64);
+    if (w.load(std::memory_order_relaxed) & bit) continue;
+    if (::madvise(pool_->base() + area + ch * kChunkSize, kChunkSize, kPopulateWrite) != 0 && errno != EINVAL)
+      return Status::Error(ENOSPC, "the pool's medium is full (" + std::string(std::strerror(errno)) + ")");
+    w.fetch_or(bit, std::memory_order_relaxed);
+  }
   return Status::Ok();
 }
 

@@ -35,6 +35,7 @@
 // Callers hold the inode's lock: read for Read, write for everything else.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -196,6 +197,9 @@ class FileData {
   // Makes blocks_end cover `end` (durably, in 1 MiB steps) before blocks
   // up to there are mapped.
   void RaiseBlocksEnd(meta::format::Inode* in, uint64_t end);
+  // Makes the medium back the chunks of the mapping area that hold
+  // [pool_off, pool_off + len); ENOSPC when it is full.
+  Status Backed(uint64_t pool_off, uint64_t len);
   // Maps every unmapped block of [from, to) (bytes) to a fresh, zero block.
   Status MapBlocks(map::Cursor* c, uint64_t ino, uint64_t from, uint64_t to);
   // Calls fn(file offset, pool offset or ~0 for a hole, bytes) for the
@@ -212,6 +216,8 @@ class FileData {
   vm::Vm* vm_;
   std::unique_ptr<map::Mapper> mapper_;
   std::mutex staging_mu_;  // this process's staging inode (one per mount slot)
+  // 2 MiB chunks of the mapping area this process has made the medium back.
+  std::unique_ptr<std::atomic<uint64_t>[]> populated_;
   space::Partitions* space_;
   uint64_t max_size_;
   // 2,048 entries (48 KiB of redo records) per commit; past that, a staging
