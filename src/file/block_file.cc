@@ -154,7 +154,7 @@ Status FileData::Backed(uint64_t pool_off, uint64_t len) {
     uint64_t bit = uint64_t{1} << (ch % 64);
     if (w.load(std::memory_order_relaxed) & bit) continue;
     if (::madvise(pool_->base() + area + ch * kChunkSize, kChunkSize, kPopulateWrite) != 0 && errno != EINVAL)
-      return Status::Error(ENOSPC, "the pool's medium is full (" + std::string(std::strerror(errno)) + ")");
+      return Status::Error(ENOSPC, "the pool's backing file system is full");
     w.fetch_or(bit, std::memory_order_relaxed);
   }
   return Status::Ok();
