@@ -6,12 +6,22 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <string>
 
 #include "common/units.h"
 #include "medium/pool.h"
 
 namespace mapfs::testing {
+
+// How the file-system suites' pools keep regular files' data: the
+// MAPFS_TEST_FILES environment variable ("hashfs", "cuckoo", "extent",
+// "radix"; unset = contiguous). CTest runs the suites once per design
+// (tests/CMakeLists.txt: mapfs_files_matrix) with it set.
+inline const char* TestFiles() {
+  const char* f = std::getenv("MAPFS_TEST_FILES");
+  return f != nullptr && *f != '\0' ? f : nullptr;
+}
 
 // A pool file in /dev/shm with a name unique to this process and test,
 // formatted on construction and removed on destruction.

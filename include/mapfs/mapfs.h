@@ -61,6 +61,10 @@ struct mapfs_mkfs_options {
   unsigned long long size; /* bytes */
   unsigned page_size;      /* 4096 (default) or 2097152 */
   int mode;                /* default mode of the pool; MAPFS_MODE_DEFAULT = sync */
+  /* How regular files keep their data: NULL or "contiguous" (default: each
+   * file contiguous in virtual memory), or a block mapper: "hashfs",
+   * "cuckoo", "extent" or "radix" (files in 4 KiB blocks; see mapfs(3)). */
+  const char *files;
 };
 
 /* Formats a pool file (overwriting it). 0 or -1/errno. */

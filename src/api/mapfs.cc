@@ -21,6 +21,7 @@
 #include "common/process.h"
 #include "fs/dir_stream.h"
 #include "fs/file_system.h"
+#include "map/mapper.h"
 #include "medium/pool.h"
 #include "medium/pool_format.h"
 
@@ -124,6 +125,11 @@ int mapfs_mkfs(const char* pool, const struct mapfs_mkfs_options* opt) {
   co.page_shift = opt->page_size == 2u * 1024 * 1024 ? 21 : 12;
   if (opt->mode > 2 || opt->mode < -1) return FailErrno(EINVAL, "bad mode");
   co.mode = opt->mode < 0 ? mapfs::medium::format::Mode::kSync : static_cast<mapfs::medium::format::Mode>(opt->mode);
+  if (opt->files != nullptr && std::strcmp(opt->files, "contiguous") != 0) {
+    auto k = mapfs::map::ParseKind(opt->files);
+    if (!k.ok()) return FailErrno(EINVAL, "files must be contiguous, hashfs, cuckoo, extent or radix");
+    co.files_kind = static_cast<uint32_t>(*k);
+  }
   Status st = mapfs::medium::Pool::Create(pool, co);
   if (!st.ok()) return Fail(st);
   auto fs = FileSystem::Mount(pool);

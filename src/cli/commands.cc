@@ -13,6 +13,7 @@
 #include "cli/parse.h"
 #include "common/units.h"
 #include "fs/file_system.h"
+#include "map/mapper.h"
 #include "mapfs/mapfs.h"
 #include "medium/persist.h"
 #include "mount/mount.h"
@@ -32,11 +33,13 @@ const char* ModeName(uint32_t m) {
 }  // namespace
 
 int Mkfs(const std::vector<std::string>& args) {
-  Parsed p = Parse(args, {"--size", "--page", "--mode", "--top-level", "--perm", "--group"}, {"--reserve"});
+  Parsed p = Parse(args, {"--size", "--page", "--mode", "--top-level", "--perm", "--group", "--files", "--map-percent"},
+                   {"--reserve"});
   if (!p.error.empty() || p.pos.size() != 1 || !p.Has("--size")) {
     std::fprintf(stderr,
                  "usage: mapfs mkfs POOL --size SIZE [--page 4k|2m] [--mode posix|sync|strict] [--top-level N] "
-                 "[--reserve] [--perm OCTAL] [--group GROUP]%s%s\n",
+                 "[--reserve] [--perm OCTAL] [--group GROUP] [--files contiguous|hashfs|cuckoo|extent|radix] "
+                 "[--map-percent N]%s%s\n",
                  p.error.empty() ? "" : "\nmapfs mkfs: ", p.error.c_str());
     return 2;
   }
@@ -63,6 +66,18 @@ int Mkfs(const std::vector<std::string>& args) {
     co.top_level = static_cast<uint32_t>(v);
   }
   co.reserve = p.Has("--reserve");
+  if (auto* files = p.Get("--files"); files && *files != "contiguous") {
+    auto k = map::ParseKind(*files);
+    if (!k.ok()) return Fail("mkfs", Status::Error(EINVAL, "--files must be contiguous, hashfs, cuckoo, extent or radix"));
+    co.files_kind = static_cast<uint32_t>(*k);
+  }
+  if (auto* mp = p.Get("--map-percent")) {
+    char* end = nullptr;
+    long v = std::strtol(mp->c_str(), &end, 10);
+    if (end == mp->c_str() || *end != '\0' || v < 1 || v > 95 || co.files_kind == medium::format::kFilesContiguous)
+      return Fail("mkfs", Status::Error(EINVAL, "--map-percent must be 1..95, with --files other than contiguous"));
+    co.map_percent = static_cast<uint32_t>(v);
+  }
   if (auto* perm = p.Get("--perm")) {
     char* end = nullptr;
     long v = std::strtol(perm->c_str(), &end, 8);
@@ -90,8 +105,9 @@ int Mkfs(const std::vector<std::string>& args) {
   st = (*fs)->Unmount();
   if (!st.ok()) return Fail("mkfs", p.pos[0], st);
   std::string bytes = FormatSize(AlignDown(co.size, kChunkSize));
-  std::printf("formatted %s: %s, %s pages, mode %s, rights %04o\n", p.pos[0].c_str(), bytes.c_str(),
-              co.page_shift == 12 ? "4 KiB" : "2 MiB", ModeName(static_cast<uint32_t>(co.mode)), co.file_mode & 0666);
+  std::printf("formatted %s: %s, %s pages, mode %s, rights %04o, files %s\n", p.pos[0].c_str(), bytes.c_str(),
+              co.page_shift == 12 ? "4 KiB" : "2 MiB", ModeName(static_cast<uint32_t>(co.mode)), co.file_mode & 0666,
+              co.files_kind ? map::ToString(static_cast<map::Kind>(co.files_kind)) : "contiguous");
   // Which pages the kernel will give (docs/PERFORMANCE.md, "2 MiB pages").
   if (co.page_shift == 21 && huge)
     std::printf("pages: 2 MiB huge pages (%s)\n", reason.c_str());
@@ -160,6 +176,15 @@ int Info(const std::vector<std::string>& args) {
   std::printf("virtual region  %s (top partition L%u)\n", FormatSize(uint64_t{1} << h.vspace_shift).c_str(), h.top_level);
   std::printf("metadata        %s (redo log %u x %s)\n", FormatSize(h.meta_end).c_str(), h.redo_slots,
               FormatSize(h.redo_slot_size).c_str());
+  if (h.files_kind == medium::format::kFilesContiguous) {
+    std::printf("files           contiguous (ctFS partitions)\n");
+  } else if (map::Mapper* mp = (*fs)->data().mapper()) {
+    map::Usage u = mp->usage();
+    std::printf("files           block-mapped, %s; mapping area %s at offset %" PRIu64 ", %" PRIu64 " of %" PRIu64
+                " blocks used, %s of mapping structures\n",
+                map::ToString(mp->kind()), FormatSize(h.map_len).c_str(), h.map_off, u.used_blocks + u.node_blocks,
+                u.blocks, FormatSize(u.mapping_bytes()).c_str());
+  }
   std::printf("space used      %s of %s (%.2f%%), %" PRIu64 " free chunks\n",
               FormatSize(vs.used_pages * kPageSize).c_str(), FormatSize(vs.total_pages * kPageSize).c_str(),
               100.0 * static_cast<double>(vs.used_pages) / static_cast<double>(vs.total_pages), vs.free_chunks);

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "common/units.h"
+#include "map/mapper.h"
 #include "medium/persist.h"
 #include "medium/pool.h"
 #include "meta/meta_tx.h"
@@ -36,6 +37,8 @@ int64_t NowNs() {
 
 FileData::FileData(medium::Pool* pool, vm::Vm* vm, space::Partitions* space)
     : pool_(pool), vm_(vm), space_(space), max_size_(PartBytes(space->top_level() - 1)) {}
+
+FileData::~FileData() = default;
 
 int FileData::LevelFor(uint64_t bytes) {
   int l = 0;
@@ -68,7 +71,8 @@ char* FileData::Pointer(const Inode* in) {
   return w == 0 || !CheckPart(in).ok() ? nullptr : vm_->at(PartVoff(w));
 }
 
-uint64_t FileData::AllocatedBytes(const Inode* in) {
+uint64_t FileData::AllocatedBytes(const Inode* in, uint64_t ino) {
+  if (mapper_) return BlockAllocated(ino, in);
   uint64_t w = medium::Load64(&in->part);
   if (w == 0) return 0;
   if (PartLevel(w) < 3) return PartBytes(PartLevel(w));
@@ -252,7 +256,8 @@ Status FileData::Shrink(Inode* in, uint64_t in_voff, int level, uint64_t keep) {
   return space_->Free(PartVoff(old));
 }
 
-Result<size_t> FileData::Read(const Inode* in, void* buf, size_t n, uint64_t off) {
+Result<size_t> FileData::Read(const Inode* in, void* buf, size_t n, uint64_t off, uint64_t ino) {
+  if (mapper_) return BlockRead(ino, in, buf, n, off);
   MAPFS_RETURN_IF_ERROR(CheckPart(in));
   uint64_t size = medium::Load64(&in->size);
   if (off >= size || n == 0) return size_t{0};
@@ -287,8 +292,9 @@ Result<size_t> FileData::Read(const Inode* in, void* buf, size_t n, uint64_t off
 }
 
 Result<size_t> FileData::Write(Inode* in, uint64_t in_voff, const void* buf, size_t n, uint64_t off, Mode mode,
-                               bool mapped) {
+                               bool mapped, uint64_t ino) {
   if (n == 0) return size_t{0};
+  if (mapper_) return BlockWrite(ino, in, in_voff, buf, n, off, mode);
   MAPFS_RETURN_IF_ERROR(CheckPart(in));
   if (off > max_size_ || n > max_size_ - off) return Status::Error(EFBIG, "write past the largest file size");
   uint64_t end = off + n, size = in->size;
@@ -468,7 +474,8 @@ Status FileData::StrictSwap(Inode* in, uint64_t in_voff, const void* buf, size_t
   return s;
 }
 
-Status FileData::Truncate(Inode* in, uint64_t in_voff, uint64_t size, Mode mode, bool mapped) {
+Status FileData::Truncate(Inode* in, uint64_t in_voff, uint64_t size, Mode mode, bool mapped, uint64_t ino) {
+  if (mapper_) return BlockTruncate(ino, in, size, mode, mapped);
   MAPFS_RETURN_IF_ERROR(CheckPart(in));
   uint64_t old = in->size;
   if (size > max_size_) return Status::Error(EFBIG, "size past the largest file size");
@@ -537,10 +544,11 @@ Status FileData::Truncate(Inode* in, uint64_t in_voff, uint64_t size, Mode mode,
 }
 
 Status FileData::Fallocate(Inode* in, uint64_t in_voff, int fmode, uint64_t off, uint64_t len, Mode mode,
-                           bool mapped) {
+                           bool mapped, uint64_t ino) {
   const int known = FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE;
   if (fmode & ~known) return Status::Error(EOPNOTSUPP, "fallocate mode not supported");
   if (len == 0) return Status::Error(EINVAL, "fallocate: zero length");
+  if (mapper_) return BlockFallocate(ino, in, fmode, off, len, mode, mapped);
   MAPFS_RETURN_IF_ERROR(CheckPart(in));
   if (off > max_size_ || len > max_size_ - off) return Status::Error(EFBIG, "fallocate past the largest file size");
   bool keep = fmode & FALLOC_FL_KEEP_SIZE;
@@ -561,11 +569,13 @@ Status FileData::Fallocate(Inode* in, uint64_t in_voff, int fmode, uint64_t off,
   return Status::Ok();
 }
 
-Status FileData::MapPool(Inode* in, uint64_t in_voff, uint64_t off, uint64_t len, std::vector<PoolRun>* runs) {
+Status FileData::MapPool(Inode* in, uint64_t in_voff, uint64_t off, uint64_t len, std::vector<PoolRun>* runs,
+                         uint64_t ino) {
   MAPFS_RETURN_IF_ERROR(CheckPart(in));
   if (len == 0 || !IsAligned(off, kPageSize) || !IsAligned(len, kPageSize))
     return Status::Error(EINVAL, "map: unaligned range");
   if (off > max_size_ || len > max_size_ - off) return Status::Error(EFBIG, "map past the largest file size");
+  if (mapper_) return BlockMapPool(ino, in, off, len, runs);
   MAPFS_RETURN_IF_ERROR(Grow(in, in_voff, off + len, true));
   uint64_t base = PartVoff(in->part) + off;
   MAPFS_RETURN_IF_ERROR(vm_->Populate(base, len));
@@ -581,7 +591,8 @@ Status FileData::MapPool(Inode* in, uint64_t in_voff, uint64_t off, uint64_t len
   return Status::Ok();
 }
 
-void FileData::Sync(const Inode* in, bool mapped) {
+void FileData::Sync(const Inode* in, bool mapped, uint64_t ino) {
+  if (mapper_) return BlockSync(ino, in, mapped);
   if (mapped && in->part != 0 && CheckPart(in).ok()) {
     uint64_t n = std::min(medium::Load64(&in->size), Capacity(in));
     uint64_t base = PartVoff(in->part);

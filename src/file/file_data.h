@@ -35,7 +35,10 @@
 // Callers hold the inode's lock: read for Read, write for everything else.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <vector>
 
 #include "common/status.h"
@@ -51,6 +54,10 @@ class Vm;
 namespace mapfs::space {
 class Partitions;
 }
+namespace mapfs::map {
+class Mapper;
+struct Cursor;
+}
 
 namespace mapfs::file {
 
@@ -65,6 +72,23 @@ struct PoolRun {
 class FileData {
  public:
   FileData(medium::Pool* pool, vm::Vm* vm, space::Partitions* space);
+  ~FileData();
+
+  // Block-mapped pools (HashFS study, issue 14; block_file.cc): regular
+  // files keep their data in 4 KiB blocks of the pool's mapping area, found
+  // through `mapper`, and have no partition. Every call below then needs
+  // the file's inode number (`ino`); contiguous pools ignore it.
+  void UseBlocks(std::unique_ptr<map::Mapper> mapper);
+  bool block_mapped() const { return mapper_ != nullptr; }
+  map::Mapper* mapper() const { return mapper_.get(); }
+  // Frees every block of `ino`, an unreachable inode (zeroed first: free
+  // blocks read as zero).
+  Status ReleaseBlocks(uint64_t ino, const meta::format::Inode* in);
+  // Frees the staging blocks every mount slot may have left (recovery).
+  Status ClearAllStaging();
+  // Recovery: frees the blocks a crashed write or allocation left past the
+  // end of `ino` (between its size and its blocks_end).
+  Status TrimBlocks(uint64_t ino, meta::format::Inode* in);
 
   // Largest file size: the largest partition below the top level.
   uint64_t max_size() const { return max_size_; }
@@ -74,7 +98,7 @@ class FileData {
   void set_strict_swap_max_pages(uint64_t n) { strict_swap_max_pages_ = n; }
 
   // Copies up to n bytes at `off` into buf; returns the count (0 at EOF).
-  Result<size_t> Read(const meta::format::Inode* in, void* buf, size_t n, uint64_t off);
+  Result<size_t> Read(const meta::format::Inode* in, void* buf, size_t n, uint64_t off, uint64_t ino = 0);
   // Writes n bytes at `off`, growing the file. EFBIG beyond max_size(),
   // ENOSPC when the pool is full (the file is then unchanged).
   //
@@ -84,29 +108,31 @@ class FileData {
   // with pswap (never by copy), strict writes go in place, truncation keeps
   // the partition and every page (zeroing what lies past the end).
   Result<size_t> Write(meta::format::Inode* in, uint64_t in_voff, const void* buf, size_t n, uint64_t off,
-                       Mode mode, bool mapped = false);
+                       Mode mode, bool mapped = false, uint64_t ino = 0);
   // Sets the size (up: zeros; down: frees what is no longer needed).
-  Status Truncate(meta::format::Inode* in, uint64_t in_voff, uint64_t size, Mode mode, bool mapped = false);
+  Status Truncate(meta::format::Inode* in, uint64_t in_voff, uint64_t size, Mode mode, bool mapped = false,
+                  uint64_t ino = 0);
   // fallocate(2) modes 0, FALLOC_FL_KEEP_SIZE, PUNCH_HOLE|KEEP_SIZE, ZERO_RANGE.
   Status Fallocate(meta::format::Inode* in, uint64_t in_voff, int fmode, uint64_t off, uint64_t len, Mode mode,
-                   bool mapped = false);
+                   bool mapped = false, uint64_t ino = 0);
   // For a shared memory map of the pool file: backs [off, off+len) of the
   // file (page aligned; grows the partition, never the size) and returns
   // the pool runs behind it in file order. The caller must treat the file
   // as mapped from now on (every call above with mapped = true), so that
   // these pool pages stay the file's.
-  Status MapPool(meta::format::Inode* in, uint64_t in_voff, uint64_t off, uint64_t len, std::vector<PoolRun>* runs);
+  Status MapPool(meta::format::Inode* in, uint64_t in_voff, uint64_t off, uint64_t len, std::vector<PoolRun>* runs,
+                 uint64_t ino = 0);
   // Makes the file's data and attributes durable. `mapped`: the file may
   // have been written through a pointer, so its cache lines are written back.
-  void Sync(const meta::format::Inode* in, bool mapped);
+  void Sync(const meta::format::Inode* in, bool mapped, uint64_t ino = 0);
   // Frees the file's partition (the inode is being freed).
   Status Release(meta::format::Inode* in, uint64_t in_voff);
   // A pointer to the file's bytes [0, capacity), mapped in this process;
-  // nullptr if the file has no partition.
+  // nullptr if the file has no partition (always, for block-mapped files).
   char* Pointer(const meta::format::Inode* in);
   uint64_t Capacity(const meta::format::Inode* in) const;
   // Pool bytes the file occupies (st_blocks * 512).
-  uint64_t AllocatedBytes(const meta::format::Inode* in);
+  uint64_t AllocatedBytes(const meta::format::Inode* in, uint64_t ino = 0);
 
  private:
   static int LevelFor(uint64_t bytes);
@@ -152,8 +178,46 @@ class FileData {
   // the inode at `in_voff` is not backed.
   Status PutSizeAndTimes(uint64_t in_voff, uint64_t size, uint64_t now, medium::Tx* tx);
 
+  // The block engine (block_file.cc).
+  Result<size_t> BlockRead(uint64_t ino, const meta::format::Inode* in, void* buf, size_t n, uint64_t off);
+  Result<size_t> BlockWrite(uint64_t ino, meta::format::Inode* in, uint64_t in_voff, const void* buf, size_t n,
+                            uint64_t off, Mode mode);
+  Status BlockTruncate(uint64_t ino, meta::format::Inode* in, uint64_t size, Mode mode, bool mapped);
+  Status BlockFallocate(uint64_t ino, meta::format::Inode* in, int fmode, uint64_t off, uint64_t len, Mode mode,
+                        bool mapped);
+  Status BlockMapPool(uint64_t ino, meta::format::Inode* in, uint64_t off, uint64_t len, std::vector<PoolRun>* runs);
+  void BlockSync(uint64_t ino, const meta::format::Inode* in, bool mapped);
+  uint64_t BlockAllocated(uint64_t ino, const meta::format::Inode* in);
+  // Inode numbers of files are below this; the kMaxMounts numbers from it
+  // are the mount slots' staging inodes.
+  uint64_t FileInoLimit() const;
+  Status BlockStagedOverwrite(map::Cursor* c, uint64_t ino, uint64_t in_voff, const char* src, size_t n, uint64_t off,
+                              uint64_t new_size);
+  Status ClearStaging(uint64_t s_ino);
+  // Makes blocks_end cover `end` (durably, in 1 MiB steps) before blocks
+  // up to there are mapped.
+  void RaiseBlocksEnd(meta::format::Inode* in, uint64_t end);
+  // Makes the medium back the chunks of the mapping area that hold
+  // [pool_off, pool_off + len); ENOSPC when it is full.
+  Status Backed(uint64_t pool_off, uint64_t len);
+  // Maps every unmapped block of [from, to) (bytes) to a fresh, zero block.
+  Status MapBlocks(map::Cursor* c, uint64_t ino, uint64_t from, uint64_t to);
+  // Calls fn(file offset, pool offset or ~0 for a hole, bytes) for the
+  // runs of [from, to) in order; stops at the first error.
+  template <typename Fn>
+  Status ForRuns(map::Cursor* c, uint64_t ino, uint64_t from, uint64_t to, Fn&& fn);
+  // Zeroes the mapped bytes of [from, to) with non-temporal stores.
+  Status ZeroBlocks(map::Cursor* c, uint64_t ino, uint64_t from, uint64_t to);
+  // Zeroes, then unmaps, the whole blocks from file block `fblk` on, up
+  // to byte `to` (blocks past it are unmapped without zeroing).
+  Status FreeBlocks(map::Cursor* c, uint64_t ino, uint64_t fblk, uint64_t to);
+
   medium::Pool* pool_;
   vm::Vm* vm_;
+  std::unique_ptr<map::Mapper> mapper_;
+  std::mutex staging_mu_;  // this process's staging inode (one per mount slot)
+  // 2 MiB chunks of the mapping area this process has made the medium back.
+  std::unique_ptr<std::atomic<uint64_t>[]> populated_;
   space::Partitions* space_;
   uint64_t max_size_;
   // 2,048 entries (48 KiB of redo records) per commit; past that, a staging

@@ -1,12 +1,15 @@
 // Open files: open/close and the data calls of FileSystem.
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/units.h"
 #include "fs/fs_internal.h"
+#include "map/mapper.h"
 #include "medium/persist.h"
 #include "space/partitions.h"
 #include "vm/vm.h"
@@ -129,7 +132,7 @@ Status FileSystem::Close(OpenFile& f) {
   // Posix mode promises durability at fsync *or close*: writes left their
   // data and size unfenced (found by the crash-state checker).
   if (f.mode == file::Mode::kPosix && (f.flags & O_ACCMODE) != O_RDONLY && !f.is_dir && in->mode != 0)
-    data_->Sync(in, f.mapped.load() || Mapped(ino));
+    data_->Sync(in, f.mapped.load() || Mapped(ino), ino);
   if (left == 0 && in->mode != 0 && in->nlink == 0) {
     // Last close of an unlinked file.
     return KillInode(ino);
@@ -146,7 +149,7 @@ Result<size_t> FileSystem::Read(OpenFile& f, void* buf, size_t n, int64_t off) {
   uint64_t at = off < 0 ? f.offset : static_cast<uint64_t>(off);
   InodeLock l(locks_.get(), f.ino, false);
   mount_->vm().Sync();
-  auto r = data_->Read(Ino(f.ino), buf, n, at);
+  auto r = data_->Read(Ino(f.ino), buf, n, at, f.ino);
   if (r.ok() && off < 0) f.offset = at + *r;
   return r;
 }
@@ -162,7 +165,7 @@ Result<size_t> FileSystem::Write(OpenFile& f, const void* buf, size_t n, int64_t
   // As Linux: O_APPEND appends even for pwrite.
   uint64_t at = (f.flags & O_APPEND) ? in->size : off < 0 ? f.offset : static_cast<uint64_t>(off);
   auto r = data_->Write(in, inodes_->VoffOf(f.ino), buf, n, at, mode >= 0 ? static_cast<file::Mode>(mode) : f.mode,
-                        Mapped(f.ino));
+                        Mapped(f.ino), f.ino);
   if (r.ok() && off < 0) f.offset = at + *r;
   return r;
 }
@@ -191,7 +194,7 @@ Result<uint64_t> FileSystem::Seek(OpenFile& f, int64_t off, int whence) {
 
 Status FileSystem::Fsync(OpenFile& f) {
   InodeLock l(locks_.get(), f.ino, false);
-  data_->Sync(Ino(f.ino), f.mapped.load() || Mapped(f.ino));
+  data_->Sync(Ino(f.ino), f.mapped.load() || Mapped(f.ino), f.ino);
   return Status::Ok();
 }
 
@@ -204,7 +207,7 @@ Status FileSystem::Ftruncate(OpenFile& f, int64_t size) {
   mount_->vm().Sync();
   Inode* in = Ino(f.ino);
   MAPFS_RETURN_IF_ERROR(
-      data_->Truncate(in, inodes_->VoffOf(f.ino), static_cast<uint64_t>(size), f.mode, Mapped(f.ino)));
+      data_->Truncate(in, inodes_->VoffOf(f.ino), static_cast<uint64_t>(size), f.mode, Mapped(f.ino), f.ino));
   int64_t now = file::NowNs();
   medium::Store64(reinterpret_cast<uint64_t*>(&in->mtime_ns), static_cast<uint64_t>(now));
   medium::Store64(reinterpret_cast<uint64_t*>(&in->ctime_ns), static_cast<uint64_t>(now));
@@ -241,7 +244,7 @@ Status FileSystem::Fallocate(OpenFile& f, int mode, int64_t off, int64_t len) {
   InodeLock l(locks_.get(), f.ino, true);
   mount_->vm().Sync();
   return data_->Fallocate(Ino(f.ino), inodes_->VoffOf(f.ino), mode, static_cast<uint64_t>(off),
-                          static_cast<uint64_t>(len), f.mode, Mapped(f.ino));
+                          static_cast<uint64_t>(len), f.mode, Mapped(f.ino), f.ino);
 }
 
 namespace {
@@ -269,7 +272,7 @@ Status FileSystem::FillStat(uint64_t ino, struct stat* st) {
     st->st_blocks = 8;
   } else {
     st->st_size = static_cast<off_t>(in->size);
-    st->st_blocks = S_ISREG(in->mode) ? static_cast<blkcnt_t>(data_->AllocatedBytes(in) / 512) : 0;
+    st->st_blocks = S_ISREG(in->mode) ? static_cast<blkcnt_t>(data_->AllocatedBytes(in, ino) / 512) : 0;
   }
   ToTimespec(in->atime_ns, &st->st_atim);
   ToTimespec(in->mtime_ns, &st->st_mtim);
@@ -296,6 +299,7 @@ Status FileSystem::Stat(std::string_view path, struct stat* st, bool follow, uin
 
 Result<char*> FileSystem::Map(OpenFile& f, uint64_t* cap) {
   if (f.is_dir) return Status::Error(EISDIR, "is a directory");
+  if (data_->block_mapped()) return MapBlocks(f, cap);
   InodeLock l(locks_.get(), f.ino, true);
   mount_->vm().Sync();
   Inode* in = Ino(f.ino);
@@ -311,6 +315,46 @@ Result<char*> FileSystem::Map(OpenFile& f, uint64_t* cap) {
   return p;
 }
 
+// A block-mapped file has no contiguous bytes in the region: its view is
+// built from its blocks, each run mapped from the pool file in place, for
+// [0, size rounded up to a page). MapPool inserts every block of that range
+// and marks the file mapped, so the view stays the file's until it dies.
+Result<char*> FileSystem::MapBlocks(OpenFile& f, uint64_t* cap) {
+  InodeLock l(locks_.get(), f.ino, true);
+  Inode* in = Ino(f.ino);
+  if (in == nullptr || in->mode == 0) return Status::Error(ESTALE, "file was removed");
+  uint64_t len = AlignUp(in->size, kPageSize), gen = in->generation;
+  if (len == 0) return Status::Error(ENODATA, "empty file has no data to map");
+  std::lock_guard<std::mutex> g(block_views_mu_);
+  for (const BlockView& v : block_views_[f.ino]) {
+    if (v.generation == gen && v.len >= len) {
+      f.mapped = true;
+      *cap = v.len;
+      return v.addr;
+    }
+  }
+  f.mapped = true;
+  shared_->mapped[f.ino].store(1);
+  std::vector<file::PoolRun> runs;
+  MAPFS_RETURN_IF_ERROR(data_->MapPool(in, inodes_->VoffOf(f.ino), 0, len, &runs, f.ino));
+  void* base = ::mmap(nullptr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (base == MAP_FAILED) return Status::FromErrno("cannot reserve a view of the file");
+  char* at = static_cast<char*>(base);
+  for (const file::PoolRun& r : runs) {
+    void* m = ::mmap(at, r.len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, mount_->pool().fd(),
+                     static_cast<off_t>(r.pool_off));
+    if (m == MAP_FAILED) {
+      Status st = Status::FromErrno("cannot map the file's blocks");
+      ::munmap(base, len);
+      return st;
+    }
+    at += r.len;
+  }
+  block_views_[f.ino].push_back({gen, static_cast<char*>(base), len});
+  *cap = len;
+  return static_cast<char*>(base);
+}
+
 Status FileSystem::MapPool(OpenFile& f, uint64_t off, uint64_t len, std::vector<file::PoolRun>* runs) {
   if (f.is_dir) return Status::Error(EISDIR, "is a directory");
   InodeLock l(locks_.get(), f.ino, true);
@@ -321,7 +365,7 @@ Status FileSystem::MapPool(OpenFile& f, uint64_t off, uint64_t len, std::vector<
   // change of its data takes: no process moves them from here on.
   f.mapped = true;
   shared_->mapped[f.ino].store(1);
-  return data_->MapPool(in, inodes_->VoffOf(f.ino), off, len, runs);
+  return data_->MapPool(in, inodes_->VoffOf(f.ino), off, len, runs, f.ino);
 }
 
 bool FileSystem::Mapped(uint64_t ino) const { return shared_->mapped[ino].load(std::memory_order_relaxed) != 0; }
@@ -345,6 +389,14 @@ Status FileSystem::Statfs(struct statvfs* st) {
   st->f_frsize = kPageSize;
   st->f_blocks = vs.total_pages;
   st->f_bfree = st->f_bavail = vs.total_pages - vs.used_pages;
+  if (data_->block_mapped()) {
+    // File data lives only in the mapping area: its blocks are the file
+    // system's blocks (the pages before it hold inodes and directories, as
+    // a kernel file system's inode tables are not counted as free space).
+    map::Usage u = data_->mapper()->usage();
+    st->f_blocks = u.blocks;
+    st->f_bfree = st->f_bavail = u.blocks - std::min(u.blocks, u.used_blocks + u.node_blocks);
+  }
   st->f_files = meta::format::kMaxInodes;
   st->f_ffree = st->f_favail = meta::format::kMaxInodes - meta::format::SegBase(static_cast<int>(inodes_->segments()));
   st->f_fsid = dev_;

@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -210,8 +211,12 @@ class FileSystem {
   // Drops one link of `ino` in `tx`; sets *free_after when the inode dies
   // with the transaction (no links, not open).
   Status DropLink(uint64_t ino, int64_t now, meta::MetaTx* tx, bool* free_after);
-  // Frees an inode whose mode the committed transaction cleared.
+  // Frees an inode DropLink marked free_after: one whose mode the committed
+  // transaction cleared, or a block-mapped regular file (killed here: its
+  // blocks, then its mode).
   void FreeInode(uint64_t ino, uint64_t part, mode_t mode, uint64_t flags);
+  // Frees the partition and slot of an inode whose mode is cleared.
+  void FreeInodeSlot(uint64_t ino, uint64_t part, mode_t mode, uint64_t flags);
   // Clears an orphan (nlink 0) and frees it.
   Status KillInode(uint64_t ino);
   Status SetAttr(uint64_t ino, const std::function<Status(meta::format::Inode*, meta::MetaTx*, uint64_t)>& fn);
@@ -228,6 +233,17 @@ class FileSystem {
   std::unique_ptr<meta::InodeLocks> locks_;
   std::unique_ptr<dir::Cib> cib_;
   std::unique_ptr<file::FileData> data_;
+  // Block-mapped pools: the views Map() built of files' blocks, by inode
+  // number and generation (valid while that inode lives: a mapped file's
+  // blocks never move); unmapped at Unmount.
+  struct BlockView {
+    uint64_t generation;
+    char* addr;
+    uint64_t len;
+  };
+  std::mutex block_views_mu_;
+  std::map<uint64_t, std::vector<BlockView>> block_views_;
+  Result<char*> MapBlocks(OpenFile& f, uint64_t* cap);
   meta::FsShared* shared_ = nullptr;
   file::Mode default_mode_ = file::Mode::kSync;
   bool recovered_ = false;

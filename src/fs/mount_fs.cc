@@ -1,6 +1,7 @@
 // Mounting a file system: formatting on first use, recovery after a crash,
 // and the file system's part of fsck.
 #include <dirent.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
@@ -12,6 +13,7 @@
 
 #include "common/units.h"
 #include "fs/fs_internal.h"
+#include "map/mapper.h"
 #include "medium/persist.h"
 #include "space/partitions.h"
 #include "vm/vm.h"
@@ -35,6 +37,22 @@ uint64_t DeviceOf(const uint8_t (&uuid)[16]) {
   for (uint8_t b : uuid) h = (h ^ b) * 0x100000001b3ull;
   uint32_t minor = 0x80000u | static_cast<uint32_t>((h ^ (h >> 32)) & 0x7ffffu);
   return makedev(0, minor);
+}
+
+// A block-mapped pool's mapping area (pool header: files_kind, map_off,
+// map_len), formatted with the file system. The trees keep a root per
+// inode number: room for one file per 16 blocks (at least 4,096 files);
+// the hash tables key any inode number.
+Status FormatMapArea(medium::Pool* p) {
+  const auto& h = p->header();
+  map::FormatOptions o;
+  o.kind = static_cast<map::Kind>(h.files_kind);
+  uint64_t blocks = h.map_len / map::format::kBlockSize;
+  o.max_ino = meta::format::kMaxInodes;
+  if (o.kind == map::Kind::kExtent || o.kind == map::Kind::kRadix)
+    o.max_ino = std::min<uint64_t>(o.max_ino, std::max<uint64_t>(4096, blocks / 16));
+  o.max_ino += medium::kMaxMounts;  // each mount slot's staging inode (file/block_file.cc)
+  return map::Mapper::Format(p, h.map_off, h.map_len, o);
 }
 }  // namespace
 
@@ -86,6 +104,7 @@ Result<std::unique_ptr<FileSystem>> FileSystem::Mount(const std::string& pool, c
                                         " partitions are allocated; refusing to format over them");
     // A crash during an earlier format leaves only leaked partitions.
     if (fs->recovered_) MAPFS_RETURN_IF_ERROR(fs->CollectLeaks(nullptr));
+    if (p.header().files_kind != medium::format::kFilesContiguous) MAPFS_RETURN_IF_ERROR(FormatMapArea(&p));
     Status st = meta::InodeTable::Format(&p, &vm, &sp, [&](meta::InodeTable* it, MetaTx* tx) -> Status {
       auto root = fs->cib_->Create();
       if (!root.ok()) return root.status();
@@ -104,6 +123,13 @@ Result<std::unique_ptr<FileSystem>> FileSystem::Mount(const std::string& pool, c
   }
   if (!t.ok()) return t.status();
   fs->inodes_ = std::move(*t);
+  if (p.header().files_kind != medium::format::kFilesContiguous) {
+    auto m = map::Mapper::Open(&p, p.header().map_off, p.header().map_len);
+    if (!m.ok()) return Status::Error(m.status().code(), pool + ": mapping area: " + m.status().message());
+    if (static_cast<uint32_t>((*m)->kind()) != p.header().files_kind)
+      return Status::Error(EUCLEAN, pool + ": mapping area holds another design than the pool header names");
+    fs->data_->UseBlocks(std::move(*m));
+  }
   if (fs->recovered_) MAPFS_RETURN_IF_ERROR(fs->Recover());
   p.FinishOpen();
   return fs;
@@ -113,6 +139,12 @@ FileSystem::~FileSystem() { (void)Unmount(); }
 
 Status FileSystem::Unmount() {
   if (!mount_) return Status::Ok();
+  {
+    std::lock_guard<std::mutex> g(block_views_mu_);
+    for (auto& [ino, views] : block_views_)
+      for (const BlockView& v : views) ::munmap(v.addr, v.len);
+    block_views_.clear();
+  }
   inodes_.reset();
   Status st = mount_->Close();
   mount_.reset();
@@ -155,6 +187,16 @@ Status FileSystem::CollectLeaks(uint64_t* freed) {
 }
 
 Status FileSystem::Recover() {
+  if (data_->block_mapped()) {
+    // Blocks a crashed write or allocation mapped past a file's end, and
+    // staging blocks of dead mounts, go back to the mapping area.
+    MAPFS_RETURN_IF_ERROR(data_->ClearAllStaging());
+    Status st;
+    inodes_->ForEach([&](uint64_t ino, Inode* in) {
+      if (st.ok() && in->mode != 0 && S_ISREG(in->mode)) st = data_->TrimBlocks(ino, in);
+    });
+    MAPFS_RETURN_IF_ERROR(st);
+  }
   std::vector<uint64_t> orphans;
   uint64_t fixed = 0;
   MAPFS_RETURN_IF_ERROR(inodes_->Reconcile(&orphans, &fixed));
@@ -165,6 +207,10 @@ Status FileSystem::Recover() {
 FsCheckReport FileSystem::Check() {
   FsCheckReport r;
   (void)inodes_->Check(&r.problems);
+  if (data_->block_mapped()) {
+    Status ms = data_->mapper()->Check();
+    if (!ms.ok()) r.problems.push_back("mapping area: " + ms.message());
+  }
   // Partitions: every reference must be an allocated partition of the
   // level the inode says, referenced once; every allocated one referenced.
   std::vector<space::PartitionInfo> all;

@@ -235,13 +235,25 @@ Status FileSystem::DropLink(uint64_t ino, int64_t now, MetaTx* tx, bool* free_af
   MAPFS_RETURN_IF_ERROR(tx->Store64(v + offsetof(Inode, ctime_ns), static_cast<uint64_t>(now)));
   *free_after = false;
   if (left == 0 && shared_->open_count[ino].load() == 0) {
-    MAPFS_RETURN_IF_ERROR(tx->Store64(v + offsetof(Inode, mode), 0));
+    // A block-mapped file's blocks go before its inode (FreeInode): the
+    // inode stays an orphan until then, so a crash leaves it for recovery
+    // to kill, never a free inode number whose blocks are still mapped.
+    if (!(data_->block_mapped() && S_ISREG(in->mode)))
+      MAPFS_RETURN_IF_ERROR(tx->Store64(v + offsetof(Inode, mode), 0));
     *free_after = true;
   }
   return Status::Ok();
 }
 
 void FileSystem::FreeInode(uint64_t ino, uint64_t part, mode_t mode, uint64_t flags) {
+  if (data_->block_mapped() && S_ISREG(mode)) {
+    (void)KillInode(ino);  // an orphan (DropLink); recovery retries on error
+    return;
+  }
+  FreeInodeSlot(ino, part, mode, flags);
+}
+
+void FileSystem::FreeInodeSlot(uint64_t ino, uint64_t part, mode_t mode, uint64_t flags) {
   shared_->mapped[ino].store(0);
   // The transaction that cleared the mode committed: a crash from here on
   // leaves only leaks, which recovery collects.
@@ -258,10 +270,11 @@ Status FileSystem::KillInode(uint64_t ino) {
   Inode* in = Ino(ino);
   uint64_t part = in->part, flags = in->flags;
   mode_t mode = static_cast<mode_t>(in->mode);
+  if (data_->block_mapped() && S_ISREG(mode)) MAPFS_RETURN_IF_ERROR(data_->ReleaseBlocks(ino, in));
   MetaTx tx(&mount_->pool(), &mount_->vm());
   MAPFS_RETURN_IF_ERROR(tx.Store64(inodes_->VoffOf(ino) + offsetof(Inode, mode), 0));
   MAPFS_RETURN_IF_ERROR(tx.Commit());
-  FreeInode(ino, part, mode, flags);
+  FreeInodeSlot(ino, part, mode, flags);
   return Status::Ok();
 }
 

@@ -198,6 +198,18 @@ Status Pool::Create(const std::string& path, const CreateOptions& opt) {
   h.top_level = opt.top_level ? opt.top_level : DefaultTopLevel(size);
   h.vspace_shift = 12 + 3 * h.top_level;
   if (h.meta_end + 4 * kChunkSize > size) return Status::Error(EINVAL, "pool too small for its metadata");
+  h.files_kind = opt.files_kind;
+  if (opt.files_kind > format::kFilesMaxKind) return Status::Error(EINVAL, "unknown file mapping design");
+  if (opt.files_kind != format::kFilesContiguous) {
+    if (opt.map_percent < 1 || opt.map_percent > 95)
+      return Status::Error(EINVAL, "the mapping area must take 1 to 95 % of the pool");
+    // The metadata (inodes, directories) keeps its partitions in the pages
+    // before the area: at least 4 chunks.
+    h.map_len = std::min(AlignDown((size - h.meta_end) / 100 * opt.map_percent, kChunkSize),
+                         size - h.meta_end - 4 * kChunkSize);
+    h.map_off = size - h.map_len;
+    if (h.map_len < kChunkSize) return Status::Error(EINVAL, "pool too small for a mapping area and its metadata");
+  }
 
   if (opt.file_mode & ~0777u) return Status::Error(EINVAL, "pool mode must be read/write/execute bits only");
   bool world_writable = false;  // judged again, with the file, once it is open
@@ -263,6 +275,11 @@ Status Pool::Create(const std::string& path, const CreateOptions& opt) {
   uint64_t meta_pages = h.meta_end / kPageSize;
   for (uint64_t p = 0; p < meta_pages; p++) bitmap[p / 64] |= uint64_t{1} << (p % 64);
   Persist(bitmap, AlignUp(meta_pages, 64) / 8);
+  // So are the mapping area's (chunk aligned: whole bitmap words).
+  if (h.map_len != 0) {
+    std::memset(bitmap + h.map_off / kPageSize / 64, 0xff, h.map_len / kPageSize / 8);
+    Persist(bitmap + h.map_off / kPageSize / 64, h.map_len / kPageSize / 8);
+  }
   // The header goes last: until it is durable the file is not a pool.
   Write(base, &h, sizeof h);
   Persist(base, sizeof h);
@@ -317,7 +334,13 @@ Status Pool::ValidateHeader(const format::PoolHeader& h, uint64_t file_size) {
              !IsAligned(h.ppt_root_off, kPageSize) || h.ppt_root_off + kPageSize > h.meta_end ||
              !IsAligned(h.meta_end, kChunkSize) || h.meta_end >= h.pool_size || h.top_level < 4 ||
              h.top_level > kMaxLevel || h.vspace_shift != 12 + 3 * h.top_level;
-  if (bad) return Status::Error(EUCLEAN, "pool header damaged: inconsistent geometry");
+  bool bad_map = h.files_kind > format::kFilesMaxKind || h.files_reserved != 0 ||
+                 (h.files_kind == format::kFilesContiguous
+                      ? h.map_off != 0 || h.map_len != 0
+                      : !IsAligned(h.map_off, kChunkSize) || !IsAligned(h.map_len, kChunkSize) || h.map_len == 0 ||
+                            h.map_off < h.meta_end + 4 * kChunkSize || h.map_off > h.pool_size ||
+                            h.map_len != h.pool_size - h.map_off);
+  if (bad || bad_map) return Status::Error(EUCLEAN, "pool header damaged: inconsistent geometry");
   return Status::Ok();
 }
 

@@ -47,6 +47,11 @@ struct CreateOptions {
   // its owner by default. Sharing follows the pool file (docs/SECURITY.md).
   uint32_t file_mode = 0600;
   int64_t group = -1;  // a gid to give the pool file, -1 = the creator's
+  // Regular files' data: format::kFilesContiguous, or a block mapper design
+  // (map::format::Kind) whose area takes `map_percent` % of the pages past
+  // the metadata area, at the end of the pool (formatted at first mount).
+  uint32_t files_kind = format::kFilesContiguous;
+  uint32_t map_percent = 75;
 };
 
 class Pool;
@@ -107,6 +112,9 @@ class Pool {
 
   char* base() const { return base_; }
   uint64_t size() const { return header().pool_size; }
+  // End of the pages the page allocator and the PPT may use: the pool's
+  // end, or the start of a block-mapped pool's mapping area.
+  uint64_t pages_end() const { return header().map_len ? header().map_off : header().pool_size; }
   const format::PoolHeader& header() const { return *reinterpret_cast<const format::PoolHeader*>(base_); }
   format::PoolState* state() const { return reinterpret_cast<format::PoolState*>(base_ + format::kStateOff); }
   template <typename T>

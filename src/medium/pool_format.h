@@ -8,6 +8,8 @@
 //   ...                  padding up to meta_end (a chunk boundary)
 //   ppt_root_off         the PPT root table (one page inside the metadata area)
 //   meta_end ...         pages handed out by the page allocator
+//   map_off ... pool_size  block-mapped pools only: the mapping area (src/map),
+//                        whose pages the page allocator never hands out
 //
 // All positions are pool offsets (bytes from the start of the pool file),
 // never pointers, so any process may map the pool anywhere.
@@ -45,7 +47,14 @@ struct PoolHeader {
   uint64_t ppt_root_off;    // PPT root table page
   uint32_t vspace_shift;    // log2 of the virtual region size
   uint32_t top_level;       // level of the top partition (space layer)
-  uint8_t reserved[384];
+  // How regular files keep their data: 0 = contiguous (ctFS partitions),
+  // else the block mapper design (map::format::Kind: 1 hashfs, 2 cuckoo,
+  // 3 extent, 4 radix) whose area is [map_off, map_off + map_len).
+  uint32_t files_kind;
+  uint32_t files_reserved;  // 0
+  uint64_t map_off;         // chunk aligned, >= meta_end; 0 when contiguous
+  uint64_t map_len;         // chunk multiple, map_off + map_len == pool_size
+  uint8_t reserved[360];
   uint32_t reserved32;
   uint32_t checksum;        // crc32c of every byte before this field
 };
@@ -58,7 +67,12 @@ static_assert(offsetof(PoolHeader, bitmap_off) == 80);
 static_assert(offsetof(PoolHeader, meta_end) == 96);
 static_assert(offsetof(PoolHeader, ppt_root_off) == 104);
 static_assert(offsetof(PoolHeader, vspace_shift) == 112);
+static_assert(offsetof(PoolHeader, files_kind) == 120);
+static_assert(offsetof(PoolHeader, map_off) == 128);
+static_assert(offsetof(PoolHeader, map_len) == 136);
 static_assert(offsetof(PoolHeader, checksum) == 508);
+constexpr uint32_t kFilesContiguous = 0;
+constexpr uint32_t kFilesMaxKind = 4;
 
 // Mutable state. Each field is one 8-byte word written with Store64 and
 // persisted on its own, so a crash can never tear one; no checksum needed.

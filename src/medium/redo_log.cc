@@ -36,6 +36,19 @@ void Tx::PutBytesRef(uint64_t pool_off, const void* data, size_t len) {
   bytes_ += 16 + (len + 7) / 8 * 8;
 }
 
+void Tx::PutCopy(uint64_t dst, uint64_t src, size_t len) {
+  if (len == 0) return;
+  if (!recs_.empty()) {
+    Rec& b = recs_.back();
+    if (b.src != kNoSrc && b.off + b.len == dst && b.src + b.len == src) {
+      b.len += len;
+      return;
+    }
+  }
+  recs_.push_back({dst, len, nullptr, 0, src});
+  bytes_ += 24;
+}
+
 void Tx::Append(const Tx& o) {
   size_t base = own_.size();
   own_.insert(own_.end(), o.own_.begin(), o.own_.end());
@@ -80,9 +93,14 @@ uint32_t SlotCrc(const RedoSlotHeader* h, const uint64_t* payload) {
   return Crc32c(payload, h->bytes, crc);
 }
 
-// Walks the records in `payload`, calling fn(off, len, data) for each; stops
-// and returns false at the first record that is malformed or lies outside a
-// pool of `size` bytes.
+// Record layout in a slot: {off, len, data padded to 8 bytes}, or for a
+// copy within the pool {off, len | kCopyBit, src}.
+constexpr uint64_t kCopyBit = uint64_t{1} << 63;
+
+// Walks the records in `payload`, calling fn(off, len, data, src) for each
+// (data null and src the source offset for a copy); stops and returns false
+// at the first record that is malformed or lies outside a pool of `size`
+// bytes.
 template <typename Fn>
 bool ForEachRecord(const uint64_t* payload, size_t bytes, uint64_t size, Fn fn) {
   size_t words = bytes / 8;
@@ -91,8 +109,18 @@ bool ForEachRecord(const uint64_t* payload, size_t bytes, uint64_t size, Fn fn) 
     uint64_t off = payload[i];
     uint64_t len = payload[i + 1];
     i += 2;
+    if (len & kCopyBit) {
+      len &= ~kCopyBit;
+      if (i + 1 > words) return false;
+      uint64_t src = payload[i++];
+      if (len == 0 || off > size || len > size - off || src > size || len > size - src ||
+          (src < off + len && off < src + len))
+        return false;
+      fn(off, len, nullptr, src);
+      continue;
+    }
     if (len == 0 || off > size || len > size - off || (len + 7) / 8 > words - i) return false;
-    fn(off, len, payload + i);
+    fn(off, len, payload + i, uint64_t{0});
     i += (len + 7) / 8;
   }
   return i == words;
@@ -101,7 +129,7 @@ bool ForEachRecord(const uint64_t* payload, size_t bytes, uint64_t size, Fn fn) 
 // True if `payload` is a well-formed list of records that all lie inside a
 // pool of `size` bytes.
 bool RecordsValid(const uint64_t* payload, size_t bytes, uint64_t size) {
-  return ForEachRecord(payload, bytes, size, [](uint64_t, uint64_t, const uint64_t*) {});
+  return ForEachRecord(payload, bytes, size, [](uint64_t, uint64_t, const uint64_t*, uint64_t) {});
 }
 
 // Applies the records in `payload`; returns false, applying nothing, if they
@@ -109,9 +137,11 @@ bool RecordsValid(const uint64_t* payload, size_t bytes, uint64_t size) {
 // collision). Checking first keeps even a bad record set all-or-nothing.
 bool ApplyRecords(Pool* pool, const uint64_t* payload, size_t bytes) {
   if (!RecordsValid(payload, bytes, pool->size())) return false;
-  ForEachRecord(payload, bytes, pool->size(), [pool](uint64_t off, uint64_t len, const uint64_t* data) {
+  ForEachRecord(payload, bytes, pool->size(), [pool](uint64_t off, uint64_t len, const uint64_t* data, uint64_t src) {
     char* dst = pool->base() + off;
-    if (len == 8 && off % 8 == 0) {
+    if (data == nullptr) {
+      CopyNt(dst, pool->base() + src, len);
+    } else if (len == 8 && off % 8 == 0) {
       Store64(reinterpret_cast<uint64_t*>(dst), *data);
       Flush(dst, 8);
     } else {
@@ -169,6 +199,13 @@ uint32_t RedoLog::WriteRecords(const Tx& tx, uint64_t* payload, uint32_t crc) {
   };
   constexpr size_t kDirect = 256;  // data at least this large is not staged
   for (const Tx::Rec& r : tx.recs_) {
+    if (r.src != Tx::kNoSrc) {
+      if (staged + 3 > std::size(stage)) flush_stage();
+      stage[staged++] = r.off;
+      stage[staged++] = r.len | kCopyBit;
+      stage[staged++] = r.src;
+      continue;
+    }
     size_t words = (r.len + 7) / 8;
     if (staged + 2 + (r.len < kDirect ? words : 0) > std::size(stage)) flush_stage();
     stage[staged++] = r.off;
@@ -201,8 +238,13 @@ Status RedoLog::Commit(const Tx& tx) {
   // Refuse a record that could not be applied before anything is written:
   // committing it would apply the records before it and silently drop the rest.
   const uint64_t size = pool_->size();
-  for (const Tx::Rec& r : tx.recs_)
-    if (r.off > size || r.len > size - r.off) return Status::Error(EINVAL, "redo transaction stores outside the pool");
+  for (const Tx::Rec& r : tx.recs_) {
+    if (r.off > size || r.len > size - r.off || (r.len & kCopyBit))
+      return Status::Error(EINVAL, "redo transaction stores outside the pool");
+    if (r.src != Tx::kNoSrc &&
+        (r.src > size || r.len > size - r.src || (r.src < r.off + r.len && r.off < r.src + r.len)))
+      return Status::Error(EINVAL, "redo transaction copies from outside the pool or onto its source");
+  }
   // Test-only: the classic logging bug the crash checker must catch.
   if (BugInjected(InjectedBug::kApplyBeforeCommit)) Apply(tx);
   int slot = AcquireSlot();
@@ -258,6 +300,10 @@ void RedoLog::Apply(const Tx& tx) {
   size_t nlines = 0;
   for (const Tx::Rec& r : tx.recs_) {
     char* dst = base + r.off;
+    if (r.src != Tx::kNoSrc) {
+      CopyNt(dst, base + r.src, r.len);
+      continue;
+    }
     if (r.len != 8 || r.off % 8 != 0) {
       CopyNt(dst, tx.data(r), r.len);
       continue;

@@ -53,6 +53,12 @@ class Tx {
   // (strict-mode file writes) then goes from the caller's buffer straight
   // to the log and to its place, with no copy in between.
   void PutBytesRef(uint64_t pool_off, const void* data, size_t len);
+  // Records a copy of `len` bytes from pool offset `src` to `dst`, applied
+  // (and replayed after a crash) from the pool itself: 24 bytes in the log
+  // whatever `len`. The caller keeps [src, src + len) unchanged until the
+  // commit has returned (a replay reads it again), and the two ranges must
+  // not overlap. Consecutive copies whose ranges continue each other merge.
+  void PutCopy(uint64_t dst, uint64_t src, size_t len);
   // Appends every record of `o` (applied after this one's). References stay
   // references: `o`'s data must live until this transaction commits.
   void Append(const Tx& o);
@@ -74,7 +80,9 @@ class Tx {
     uint64_t len;
     const void* ext;  // the data, when referenced; else own_[own]...
     size_t own;
+    uint64_t src = kNoSrc;  // a copy within the pool (PutCopy)
   };
+  static constexpr uint64_t kNoSrc = ~uint64_t{0};
   const void* data(const Rec& r) const { return r.ext ? r.ext : static_cast<const void*>(own_.data() + r.own); }
   std::vector<Rec> recs_;
   std::vector<uint64_t> own_;

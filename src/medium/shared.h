@@ -16,7 +16,9 @@ namespace mapfs::medium {
 
 // Locks the core takes across processes. A holder that dies leaves the lock
 // "owner dead"; the next taker replays the dead process's redo records first.
-enum class LockId : int { kPpt = 0, kSpace = 1, kRecovery = 2, kInodes = 3, kRename = 4, kCount = 5 };
+// kMap: every change to a block-mapped pool's mapping area (map::Mapper),
+// whose own mutexes hold only within a process.
+enum class LockId : int { kPpt = 0, kSpace = 1, kRecovery = 2, kInodes = 3, kRename = 4, kMap = 5, kCount = 6 };
 
 constexpr int kMaxRedoSlots = 64;
 constexpr int kMaxMounts = 256;
@@ -57,6 +59,6 @@ struct SharedState {
 };
 
 constexpr uint64_t kSharedMagic = 0x4d415046534d454dull;  // "MAPFSMEM"
-constexpr uint64_t kSharedLayoutVersion = 3;
+constexpr uint64_t kSharedLayoutVersion = 4;
 
 }  // namespace mapfs::medium

@@ -86,13 +86,17 @@ struct Inode {
   uint64_t flags;
   uint64_t rdev;
   uint64_t parent;      // directories: the parent directory (the root: itself)
-  uint64_t reserved[3];
+  // Block-mapped regular files: no block at or past this byte offset is
+  // mapped (file/block_file.cc); made durable before blocks past it are.
+  uint64_t blocks_end;
+  uint64_t reserved[2];
   char inline_data[128];  // short symlink targets
 };
 static_assert(sizeof(Inode) == kInodeSize);
 static_assert(offsetof(Inode, size) == 24);
 static_assert(offsetof(Inode, mtime_ns) == 48);
 static_assert(offsetof(Inode, ctime_ns) == 56);
+static_assert(offsetof(Inode, blocks_end) == 104);
 static_assert(offsetof(Inode, inline_data) == 128);
 constexpr size_t kInlineLinkMax = sizeof(Inode::inline_data);
 

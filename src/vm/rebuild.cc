@@ -36,7 +36,7 @@ struct Walk {
   // Entries must point into the data area, aligned to what they map.
   bool Valid(uint64_t e, uint64_t span) const {
     uint64_t t = ppt::Target(e);
-    return t >= pool->header().meta_end && t + span <= pool->size() && IsAligned(t, span);
+    return t >= pool->header().meta_end && t + span <= pool->pages_end() && IsAligned(t, span);
   }
 
   void Table(uint64_t* t, int level) {
@@ -65,6 +65,12 @@ struct Walk {
     marks.assign(h.bitmap_bytes / 8, 0);
     Mark(0, h.meta_end / kPageSize);  // the fixed metadata area, root table included
     referenced -= h.meta_end / kPageSize;
+    // A block-mapped pool's mapping area is the map layer's, in use as a
+    // whole (map::Mapper::Check judges what is inside).
+    if (h.map_len != 0) {
+      Mark(h.map_off, h.map_len / kPageSize);
+      referenced -= h.map_len / kPageSize;
+    }
     Table(pool->at<uint64_t>(h.ppt_root_off), ppt::kLevels - 1);
   }
 };

@@ -91,7 +91,8 @@ bool Vm::EntryValid(uint64_t e, int level) const {
   if (leaf ? level > 1 : level < 1) return false;
   uint64_t span = leaf ? ppt::Reach(level) : kPageSize;
   uint64_t t = ppt::Target(e);
-  return t >= pool_->header().meta_end && t <= pool_->size() && span <= pool_->size() - t && IsAligned(t, span);
+  uint64_t end = pool_->pages_end();
+  return t >= pool_->header().meta_end && t <= end && span <= end - t && IsAligned(t, span);
 }
 
 Status Vm::Damaged(uint64_t voff) const {

@@ -103,6 +103,7 @@ class MountedPool {
     o.size = size;
     o.page_size = page_size;
     o.mode = mode;
+    o.files = testing::TestFiles();
     mkfs_rc_ = mapfs_mkfs(pool_.path().c_str(), &o);
     mkfs_errno_ = errno;
   }

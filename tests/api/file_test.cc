@@ -934,7 +934,7 @@ TEST(FileNullTest, NullPointersAreErrorsNotCrashes) {
        }},
       {"mkfs(NULL, opts)",
        [](mapfs_t*, int) {
-         mapfs_mkfs_options o{64 * kMiB, 4096, MAPFS_MODE_DEFAULT};
+         mapfs_mkfs_options o{64 * kMiB, 4096, MAPFS_MODE_DEFAULT, testing::TestFiles()};
          return ErrIs(mapfs_mkfs(nullptr, &o), EFAULT);
        }},
       {"mkfs(path, NULL)",

@@ -422,7 +422,7 @@ TEST_F(ModeSelectTest, NegativeModeOtherThanDefaultIsEinval) {
   EXPECT_EQ(fs, nullptr);
   EXPECT_EQ(errno, EINVAL);
   if (fs) mapfs_unmount(fs);
-  mapfs_mkfs_options mo{64 * kMiB, 4096, -2};
+  mapfs_mkfs_options mo{64 * kMiB, 4096, -2, nullptr};
   EXPECT_ERRNO(mapfs_mkfs(pool.path().c_str(), &mo), EINVAL);
 }
 
@@ -484,13 +484,15 @@ TEST_F(ModeSelectTest, PoolDefaultModeFromMkfs) {
 
 TEST_F(ModeSelectTest, MkfsArgumentErrors) {
   testing::TempPool tp(16 * kMiB);
-  mapfs_mkfs_options o{64 * kMiB, 8192, MAPFS_MODE_DEFAULT};
+  mapfs_mkfs_options o{64 * kMiB, 8192, MAPFS_MODE_DEFAULT, nullptr};
   EXPECT_ERRNO(mapfs_mkfs(tp.path().c_str(), &o), EINVAL);
-  o = {64 * kMiB, 4096, 3};
+  o = {64 * kMiB, 4096, 3, nullptr};
   EXPECT_ERRNO(mapfs_mkfs(tp.path().c_str(), &o), EINVAL);
-  o = {1 * kMiB, 4096, MAPFS_MODE_DEFAULT};
+  o = {1 * kMiB, 4096, MAPFS_MODE_DEFAULT, nullptr};
   EXPECT_ERRNO(mapfs_mkfs(tp.path().c_str(), &o), EINVAL);
-  o = {64 * kMiB, 0, MAPFS_MODE_DEFAULT};  // 0 = default page size
+  o = {64 * kMiB, 4096, MAPFS_MODE_DEFAULT, "btree"};  // not a file mapping design
+  EXPECT_ERRNO(mapfs_mkfs(tp.path().c_str(), &o), EINVAL);
+  o = {64 * kMiB, 0, MAPFS_MODE_DEFAULT, nullptr};  // 0 = default page size
   EXPECT_OK(mapfs_mkfs(tp.path().c_str(), &o));
   mapfs_t* fs = mapfs_mount(tp.path().c_str(), nullptr);
   ASSERT_NE(fs, nullptr);

@@ -68,16 +68,20 @@ fi
 # A pool on a tmpfs smaller than the pool (made without --reserve): when
 # the tmpfs is full, writes fail with ENOSPC and a clear message (never
 # SIGBUS), and the pool stays consistent. Needs root to mount the tmpfs.
-if [ "$(id -u)" = 0 ] && mkdir -p "$dir/tiny" && mount -t tmpfs -o size=12M tmpfs "$dir/tiny" 2>/dev/null; then
-  "$MAPFS" mkfs "$dir/tiny/p" --size 64M >/dev/null || { umount "$dir/tiny"; fail "mkfs on the small tmpfs"; }
-  head -c $((30 * 1024 * 1024)) /dev/zero | tr '\0' 'z' >"$dir/big"
-  "$MAPFS" put "$dir/tiny/p" "$dir/big" /big 2>"$dir/err"
-  rc=$?
-  "$MAPFS" fsck "$dir/tiny/p" >/dev/null 2>&1
-  fsck_rc=$?
-  umount "$dir/tiny"
-  [ $rc -eq 1 ] || fail "put on a full backing tmpfs: exit $rc (want 1; 135 is SIGBUS)"
-  grep -q "backing file system is full" "$dir/err" || fail "full backing tmpfs message: $(cat "$dir/err")"
-  [ $fsck_rc -eq 0 ] || fail "fsck after a full backing tmpfs"
-fi
+# The same for contiguous files and for a block-mapped pool (issue 14),
+# whose blocks live in the mapping area.
+head -c $((30 * 1024 * 1024)) /dev/zero | tr '\0' 'z' >"$dir/big"
+for files in contiguous hashfs; do
+  if [ "$(id -u)" = 0 ] && mkdir -p "$dir/tiny" && mount -t tmpfs -o size=12M tmpfs "$dir/tiny" 2>/dev/null; then
+    "$MAPFS" mkfs "$dir/tiny/p" --size 64M --files $files >/dev/null || { umount "$dir/tiny"; fail "mkfs on the small tmpfs"; }
+    "$MAPFS" put "$dir/tiny/p" "$dir/big" /big 2>"$dir/err"
+    rc=$?
+    "$MAPFS" fsck "$dir/tiny/p" >/dev/null 2>&1
+    fsck_rc=$?
+    umount "$dir/tiny"
+    [ $rc -eq 1 ] || fail "$files: put on a full backing tmpfs: exit $rc (want 1; 135 is SIGBUS)"
+    grep -q "backing file system is full" "$dir/err" || fail "$files: full backing tmpfs message: $(cat "$dir/err")"
+    [ $fsck_rc -eq 0 ] || fail "$files: fsck after a full backing tmpfs"
+  fi
+done
 echo "cli ok"

@@ -51,6 +51,7 @@ class FsPool {
     o.size = size;
     o.page_size = page_size;
     o.mode = mode;
+    o.files = testing::TestFiles();
     if (mapfs_mkfs(tp_.path().c_str(), &o) != 0) error_ = std::string("mapfs_mkfs: ") + mapfs_last_error();
   }
   const std::string& path() const { return tp_.path(); }
