@@ -23,6 +23,7 @@
 
 #include "common/log.h"
 #include "preload/calls.h"
+#include "preload/outside.h"
 #include "vm/fault.h"
 
 extern char** environ;
@@ -285,7 +286,7 @@ MAPFS_EXPORT void _Exit(int status) { ExitIdle(status, REAL(_Exit)); }
 MAPFS_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {
   ExecScope exec;
   if (in_core) return REAL(execve)(path, argv, envp);
-  return ExecveAny(path, argv, envp);
+  return FollowOut(AT_FDCWD, path, true, [&](int, const char* p) { return ExecveAny(p, argv, envp); });
 }
 MAPFS_EXPORT int execv(const char* path, char* const argv[]) { return execve(path, argv, environ); }
 MAPFS_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) {
