@@ -158,7 +158,13 @@ int Plan(const char* path, char* const argv[], ExecPlan* plan, int depth = 0) {
     std::vector<char*> v;
     for (auto& a : args) v.push_back(a.data());
     v.push_back(nullptr);
-    return Plan(interp.c_str(), v.data(), plan, depth + 1);
+    // An interpreter in the pool may be reached through a link that leaves
+    // it: resolve it here, or execve's FollowOut would take the exit for
+    // the script's own path.
+    char* real_interp = ::realpath(interp.c_str(), nullptr);
+    std::string ip = real_interp ? real_interp : interp;
+    std::free(real_interp);
+    return Plan(ip.c_str(), v.data(), plan, depth + 1);
   }
   int m = ::memfd_create("mapfs-exec", MFD_CLOEXEC);
   if (m < 0) {

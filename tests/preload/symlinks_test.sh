@@ -50,6 +50,10 @@ rm out/moved; rmdir out/newdir
 cp out_file copied; cat copied
 find -L . -name "f*" | sort
 ls -lL out_file | cut -d" " -f1,5
+ln -s /bin/echo echo_out; ./echo_out run through a link out   # execve
+ln -s /bin/sh d/sh_out
+printf "#!$R/chain/sh_out\necho script ran\n" >d/script; chmod +x d/script
+./chain/script                                                  # and its interpreter
 find "$S" | sort
 find . | sort
 '
