@@ -102,6 +102,10 @@ int mapfs_rename(mapfs_t *fs, const char *from, const char *to);
 /* flags: RENAME_NOREPLACE, RENAME_EXCHANGE (<linux/fs.h>). */
 int mapfs_rename2(mapfs_t *fs, const char *from, const char *to, unsigned flags);
 int mapfs_link(mapfs_t *fs, const char *from, const char *to);
+/* A pool mounted through this API has no place in the process's
+ * namespace: an absolute symlink target is walked from the pool's root (as
+ * under chroot) and ".." at the root stays there. Under the LD_PRELOAD shim
+ * a target is a path of the process's namespace instead (README). */
 int mapfs_symlink(mapfs_t *fs, const char *target, const char *path);
 ssize_t mapfs_readlink(mapfs_t *fs, const char *path, char *buf, size_t size);
 int mapfs_mkdir(mapfs_t *fs, const char *path, mode_t mode);

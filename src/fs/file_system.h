@@ -44,7 +44,43 @@ constexpr int kOpenModeMask = kOpenModePosix | kOpenModeSync | kOpenModeStrict;
 struct FsOptions {
   vm::VmOptions vm;
   int mode = -1;  // default consistency mode (file::Mode); -1 = the pool's
+  // Where the pool's root sits in the caller's namespace (the shim's
+  // MAPFS_MOUNT, "/mapfs"), which gives a symlink's absolute target its
+  // meaning: under the prefix it names a pool path, anything else is
+  // outside the pool and a walk that meets it stops with kLeavesPool (as
+  // does ".." at the pool's root). Empty (the C API, the CLI, FUSE): the
+  // pool is the caller's whole namespace, as under chroot — an absolute
+  // target is walked from the pool's root.
+  std::string prefix;
 };
+
+// The Status code of a walk that leaves the pool (FsOptions::prefix): not
+// an errno (above every errno value). The thread's LinkChain says where
+// the path continues; a front must never hand this code to its caller.
+constexpr int kLeavesPool = 0x10000;
+
+// The symlinks of one path followed across namespaces (the shim's: pool,
+// kernel, pool ...) count together against Linux's limit of 40. While a
+// LinkChain lives on a thread, its walks start `links` links in, and a walk
+// that leaves the pool records where the rest of the path goes. One at a
+// time per thread (an inner one, of a wrapper calling another, only
+// shares the outer one's count); the front that resolves the rest
+// keeps counting and starts the next chain with its total.
+class LinkChain {
+ public:
+  explicit LinkChain(int links = 0);
+  ~LinkChain();
+  LinkChain(const LinkChain&) = delete;
+  LinkChain& operator=(const LinkChain&) = delete;
+  // Starts over at `links` (a path that came back into the pool).
+  void Restart(int links);
+  // After a kLeavesPool: true once, with the absolute path in the caller's
+  // namespace where the walk continues (a symlink's target plus the rest
+  // of the path, its trailing slash kept) and the links followed so far.
+  bool TakeExit(std::string* path, int* links);
+};
+// Symlinks Linux follows in one path before ELOOP (MAXSYMLINKS).
+constexpr int kMaxSymlinks = 40;
 
 // An open file description: shared by duplicated descriptors (offset too).
 struct OpenFile {
@@ -191,8 +227,13 @@ class FileSystem {
   // resolve a symlink in the last component. keep_last: as the calls that
   // act on a name (mkdir, rmdir, unlink, rename, link targets), never follow
   // the last component and leave a trailing slash to the caller to judge.
+  // With a prefix, a walk that leaves the pool returns kLeavesPool (see
+  // LinkChain). depth 0: the caller's own path (its length limited), the
+  // links followed before it (LinkChain) counted.
   Result<Walk> Resolve(uint64_t at, std::string_view path, bool follow_last, int depth = 0,
                        bool keep_last = false);
+  // Records the exit of a walk leaving the pool; returns kLeavesPool.
+  Status Leave(std::string path, int links, std::string_view link);
   Result<dir::Entry> LookupIn(uint64_t dir, std::string_view name, dir::EntryLoc* loc = nullptr);
   // Under `parent`'s lock: `name` still names `ino` there (a Walk's
   // finding, checked at its location first, else by a lookup).
@@ -248,6 +289,7 @@ class FileSystem {
   file::Mode default_mode_ = file::Mode::kSync;
   bool recovered_ = false;
   uint64_t dev_ = 0;
+  std::string prefix_;  // FsOptions::prefix, normalised ("" or "/a/b")
 };
 
 }  // namespace mapfs::fs

@@ -80,6 +80,11 @@ Result<std::unique_ptr<FileSystem>> FileSystem::Mount(const std::string& pool, c
   int mode = opt.mode >= 0 ? opt.mode : static_cast<int>(p.header().default_mode);
   if (mode < 0 || mode > 2) mode = 1;
   fs->default_mode_ = static_cast<file::Mode>(mode);
+  // Kept in the form a target is compared with: one leading slash, none
+  // at the end ("/" itself means no prefix: the pool is everything).
+  fs->prefix_ = opt.prefix;
+  while (fs->prefix_.size() > 1 && fs->prefix_[1] == '/') fs->prefix_.erase(0, 1);
+  while (!fs->prefix_.empty() && fs->prefix_.back() == '/') fs->prefix_.pop_back();
 
   auto t = meta::InodeTable::Open(&p, &vm, &sp);
   if (!t.ok() && t.status().code() == ENOENT) {

@@ -21,7 +21,6 @@ using meta::MetaTx;
 using meta::format::Inode;
 
 namespace {
-constexpr int kMaxSymlinks = 40;
 
 uint8_t DtOf(uint64_t mode) {
   switch (mode & S_IFMT) {
@@ -38,6 +37,52 @@ uint8_t DtOf(uint64_t mode) {
 }  // namespace
 
 uint8_t DirentType(uint64_t mode) { return DtOf(mode); }
+
+namespace {
+// The thread's LinkChain: walks start `start` links in; `exit` holds where
+// the last walk that left the pool continues (valid while `left`).
+struct ChainState {
+  int active = 0;  // LinkChains alive (a wrapper calling another nests them)
+  int start = 0;
+  bool left = false;
+  int links = 0;
+  std::string exit;
+};
+thread_local ChainState chain;
+
+// `t` (one leading slash) is `prefix` or below it.
+bool UnderPrefix(std::string_view t, std::string_view prefix) {
+  return t.size() >= prefix.size() && t.compare(0, prefix.size(), prefix) == 0 &&
+         (t.size() == prefix.size() || t[prefix.size()] == '/');
+}
+}  // namespace
+
+// Only the outermost chain of a thread starts and ends the count.
+LinkChain::LinkChain(int links) {
+  if (chain.active++ == 0) Restart(links);
+}
+LinkChain::~LinkChain() {
+  if (--chain.active == 0) Restart(0);
+}
+void LinkChain::Restart(int links) {
+  chain.start = links;
+  chain.left = false;
+  chain.exit.clear();
+}
+bool LinkChain::TakeExit(std::string* path, int* links) {
+  if (!chain.left) return false;
+  chain.left = false;
+  *path = std::move(chain.exit);
+  *links = chain.links;
+  return true;
+}
+
+Status FileSystem::Leave(std::string path, int links, std::string_view link) {
+  chain.left = true;
+  chain.links = links;
+  chain.exit = std::move(path);
+  return Status::Error(kLeavesPool, "path leaves the pool at '" + std::string(link) + "' for " + chain.exit);
+}
 
 uint64_t FileSystem::DirRoot(uint64_t ino) { return Ino(ino)->part; }
 
@@ -70,7 +115,10 @@ Result<FileSystem::Walk> FileSystem::Resolve(uint64_t at, std::string_view path,
   // Only the caller's path is limited: a symlink's target spliced into the
   // rest of the path may grow past PATH_MAX (a link to itself plus more
   // names), and Linux then says ELOOP after kMaxSymlinks, not ENAMETOOLONG.
-  if (depth == 0 && path.size() >= PATH_MAX) return Status::Error(ENAMETOOLONG, "path too long");
+  if (depth == 0) {
+    if (path.size() >= PATH_MAX) return Status::Error(ENAMETOOLONG, "path too long");
+    depth = chain.start;  // links followed before the path came into the pool
+  }
   uint64_t cur = (path[0] == '/' || at == 0) ? meta::format::kRootIno : at;
   // Components are taken one at a time (no list is built): `at` is where
   // the next one starts, after any slashes.
@@ -107,6 +155,13 @@ Result<FileSystem::Walk> FileSystem::Resolve(uint64_t at, std::string_view path,
       child = cur;
       type = DT_DIR;
     } else if (c == "..") {
+      // The root's ".." is the directory holding the prefix, outside.
+      if (cur == meta::format::kRootIno && !prefix_.empty()) {
+        std::string up = prefix_.substr(0, prefix_.rfind('/'));
+        up += path.substr(end);
+        if (up.empty()) up = "/";
+        return Leave(std::move(up), depth, "..");
+      }
       child = medium::Load64(&d->parent);
       type = DT_DIR;
     } else {
@@ -132,8 +187,15 @@ Result<FileSystem::Walk> FileSystem::Resolve(uint64_t at, std::string_view path,
       // slashes, and a trailing one, come along).
       std::string rest = *target;
       rest += path.substr(end);
-      return Resolve((*target)[0] == '/' ? meta::format::kRootIno : cur, rest, follow_last, depth + 1,
-                     keep_last);
+      if (rest[0] == '/' && !prefix_.empty()) {
+        // An absolute target is a path of the caller's namespace: below
+        // the prefix it is the pool's, else the walk goes on outside.
+        std::string_view t = rest;
+        while (t.size() > 1 && t[1] == '/') t.remove_prefix(1);
+        if (!UnderPrefix(t, prefix_)) return Leave(std::move(rest), depth + 1, c);
+        rest = t.size() == prefix_.size() ? std::string("/") : std::string(t.substr(prefix_.size()));
+      }
+      return Resolve(rest[0] == '/' ? meta::format::kRootIno : cur, rest, follow_last, depth + 1, keep_last);
     }
     if (last) {
       w.parent = cur;

@@ -12,6 +12,7 @@
 
 #include "fs/dir_stream.h"
 #include "preload/calls.h"
+#include "preload/outside.h"
 
 namespace mapfs::preload {
 namespace {
@@ -110,17 +111,19 @@ MAPFS_EXPORT DIR* fdopendir(int fd) {
 }
 
 MAPFS_EXPORT DIR* opendir(const char* path) {
-  Route r = MapfsPath(AT_FDCWD, path);
-  if (!r.mapfs) return REAL(opendir)(r.Kernel(path));
-  int fd = OpenMapfs(r, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
-  if (fd < 0) return nullptr;
-  DIR* d = fdopendir(fd);
-  if (d == nullptr) {
-    int e = errno;
-    close(fd);
-    errno = e;
-  }
-  return d;
+  return FollowOut(AT_FDCWD, path, true, [](int, const char* p) -> DIR* {
+    Route r = MapfsPath(AT_FDCWD, p);
+    if (!r.mapfs) return REAL(opendir)(r.Kernel(p));
+    int fd = OpenMapfs(r, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+    if (fd < 0) return nullptr;
+    DIR* d = fdopendir(fd);
+    if (d == nullptr) {
+      int e = errno;
+      close(fd);
+      errno = e;
+    }
+    return d;
+  });
 }
 
 MAPFS_EXPORT int closedir(DIR* dir) {

@@ -13,6 +13,7 @@
 
 #include "common/process.h"
 #include "preload/calls.h"
+#include "preload/outside.h"
 #include "preload/locks.h"
 
 namespace mapfs::preload {
@@ -41,11 +42,17 @@ int OpenMapfs(const Route& r, int flags, mode_t mode) {
 
 namespace {
 
+// open follows a symlink in the last name unless told not to, or told to
+// create it exclusively (then the name itself must be free).
+bool OpenFollows(int flags) { return !(flags & O_NOFOLLOW) && (flags & (O_CREAT | O_EXCL)) != (O_CREAT | O_EXCL); }
+
 int OpenAny(int dirfd, const char* path, int flags, mode_t mode, int (*real)(int, const char*, int, ...)) {
   if (in_core) return MoveHigh(real(dirfd, path, flags, mode));
-  Route r = MapfsPath(dirfd, path);
-  if (r.mapfs) return OpenMapfs(r, flags, mode);
-  return real(dirfd, r.Kernel(path), flags, mode);
+  return FollowOut(dirfd, path, OpenFollows(flags), [&](int d, const char* p) {
+    Route r = MapfsPath(d, p);
+    if (r.mapfs) return OpenMapfs(r, flags, mode);
+    return real(d, r.Kernel(p), flags, mode);
+  });
 }
 
 // Calls that use the description's offset hold its position lock (see
@@ -180,16 +187,20 @@ using mapfs::Status;
 MAPFS_EXPORT int open(const char* path, int flags, ...) {
   MAPFS_OPEN_MODE(flags);
   if (in_core) return MoveHigh(REAL(open)(path, flags, mode));  // the core's own files
-  Route r = MapfsPath(AT_FDCWD, path);
-  if (r.mapfs) return OpenMapfs(r, flags, mode);
-  return REAL(open)(r.Kernel(path), flags, mode);
+  return FollowOut(AT_FDCWD, path, OpenFollows(flags), [&](int, const char* p) {
+    Route r = MapfsPath(AT_FDCWD, p);
+    if (r.mapfs) return OpenMapfs(r, flags, mode);
+    return REAL(open)(r.Kernel(p), flags, mode);
+  });
 }
 MAPFS_EXPORT int open64(const char* path, int flags, ...) {
   MAPFS_OPEN_MODE(flags);
   if (in_core) return MoveHigh(REAL(open64)(path, flags, mode));
-  Route r = MapfsPath(AT_FDCWD, path);
-  if (r.mapfs) return OpenMapfs(r, flags, mode);
-  return REAL(open64)(r.Kernel(path), flags, mode);
+  return FollowOut(AT_FDCWD, path, OpenFollows(flags), [&](int, const char* p) {
+    Route r = MapfsPath(AT_FDCWD, p);
+    if (r.mapfs) return OpenMapfs(r, flags, mode);
+    return REAL(open64)(r.Kernel(p), flags, mode);
+  });
 }
 MAPFS_EXPORT int openat(int dirfd, const char* path, int flags, ...) {
   MAPFS_OPEN_MODE(flags);

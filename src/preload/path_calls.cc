@@ -25,6 +25,7 @@
 
 #include "common/process.h"
 #include "preload/calls.h"
+#include "preload/outside.h"
 
 namespace mapfs::preload {
 namespace {
@@ -172,15 +173,19 @@ using mapfs::Status;
 // ---------------------------------------------------------------- stat
 
 MAPFS_EXPORT int stat(const char* path, struct stat* st) {
-  Route k;
-  int r = StatAt(AT_FDCWD, path, st, 0, &k);
-  return r != -2 ? r : REAL(stat)(k.Kernel(path), st);
+  return FollowOut(AT_FDCWD, path, true, [&](int, const char* p) {
+    Route k;
+    int r = StatAt(AT_FDCWD, p, st, 0, &k);
+    return r != -2 ? r : REAL(stat)(k.Kernel(p), st);
+  });
 }
 MAPFS_EXPORT int stat64(const char* path, struct stat64* st) { return stat(path, reinterpret_cast<struct stat*>(st)); }
 MAPFS_EXPORT int lstat(const char* path, struct stat* st) {
-  Route k;
-  int r = StatAt(AT_FDCWD, path, st, AT_SYMLINK_NOFOLLOW, &k);
-  return r != -2 ? r : REAL(lstat)(k.Kernel(path), st);
+  return FollowOut(AT_FDCWD, path, false, [&](int, const char* p) {
+    Route k;
+    int r = StatAt(AT_FDCWD, p, st, AT_SYMLINK_NOFOLLOW, &k);
+    return r != -2 ? r : REAL(lstat)(k.Kernel(p), st);
+  });
 }
 MAPFS_EXPORT int lstat64(const char* path, struct stat64* st) { return lstat(path, reinterpret_cast<struct stat*>(st)); }
 MAPFS_EXPORT int fstat(int fd, struct stat* st) {
@@ -189,9 +194,11 @@ MAPFS_EXPORT int fstat(int fd, struct stat* st) {
 }
 MAPFS_EXPORT int fstat64(int fd, struct stat64* st) { return fstat(fd, reinterpret_cast<struct stat*>(st)); }
 MAPFS_EXPORT int fstatat(int dirfd, const char* path, struct stat* st, int flags) {
-  Route k;
-  int r = StatAt(dirfd, path, st, flags, &k);
-  return r != -2 ? r : REAL(fstatat)(dirfd, k.Kernel(path), st, flags);
+  return FollowOut(dirfd, path, !(flags & AT_SYMLINK_NOFOLLOW), [&](int d, const char* p) {
+    Route k;
+    int r = StatAt(d, p, st, flags, &k);
+    return r != -2 ? r : REAL(fstatat)(d, k.Kernel(p), st, flags);
+  });
 }
 MAPFS_EXPORT int fstatat64(int dirfd, const char* path, struct stat64* st, int flags) {
   return fstatat(dirfd, path, reinterpret_cast<struct stat*>(st), flags);
@@ -211,25 +218,29 @@ MAPFS_EXPORT int __fxstatat64(int, int dirfd, const char* path, struct stat* st,
 }
 
 MAPFS_EXPORT int statx(int dirfd, const char* path, int flags, unsigned mask, struct statx* x) {
-  struct stat st;
-  Route k;
-  int r = StatAt(dirfd, path, &st, flags, &k);
-  if (r == -2) return REAL(statx)(dirfd, k.Kernel(path), flags, mask, x);
-  if (r != 0) return r;
-  if (x == nullptr) return FailErrno(EFAULT);
-  FillStatx(st, x);
-  return 0;
+  return FollowOut(dirfd, path, !(flags & AT_SYMLINK_NOFOLLOW), [&](int d, const char* p) {
+    struct stat st;
+    Route k;
+    int r = StatAt(d, p, &st, flags, &k);
+    if (r == -2) return REAL(statx)(d, k.Kernel(p), flags, mask, x);
+    if (r != 0) return r;
+    if (x == nullptr) return FailErrno(EFAULT);
+    FillStatx(st, x);
+    return 0;
+  });
 }
 
 MAPFS_EXPORT int statfs(const char* path, struct statfs* s) {
-  Route r = MapfsPath(AT_FDCWD, path);
-  if (!r.mapfs) return REAL(statfs)(r.Kernel(path), s);
-  struct stat st;
-  if (StatRoute(r, &st, true) != 0) return -1;
-  struct statvfs v;
-  if (StatfsMapfs(&v) != 0) return -1;
-  FillStatfs(v, s);
-  return 0;
+  return FollowOut(AT_FDCWD, path, true, [&](int, const char* p) {
+    Route r = MapfsPath(AT_FDCWD, p);
+    if (!r.mapfs) return REAL(statfs)(r.Kernel(p), s);
+    struct stat st;
+    if (StatRoute(r, &st, true) != 0) return -1;
+    struct statvfs v;
+    if (StatfsMapfs(&v) != 0) return -1;
+    FillStatfs(v, s);
+    return 0;
+  });
 }
 MAPFS_EXPORT int statfs64(const char* path, struct statfs64* s) { return statfs(path, reinterpret_cast<struct statfs*>(s)); }
 MAPFS_EXPORT int fstatfs(int fd, struct statfs* s) {
@@ -241,11 +252,13 @@ MAPFS_EXPORT int fstatfs(int fd, struct statfs* s) {
 }
 MAPFS_EXPORT int fstatfs64(int fd, struct statfs64* s) { return fstatfs(fd, reinterpret_cast<struct statfs*>(s)); }
 MAPFS_EXPORT int statvfs(const char* path, struct statvfs* v) {
-  Route r = MapfsPath(AT_FDCWD, path);
-  if (!r.mapfs) return REAL(statvfs)(r.Kernel(path), v);
-  struct stat st;
-  if (StatRoute(r, &st, true) != 0) return -1;
-  return StatfsMapfs(v);
+  return FollowOut(AT_FDCWD, path, true, [&](int, const char* p) {
+    Route r = MapfsPath(AT_FDCWD, p);
+    if (!r.mapfs) return REAL(statvfs)(r.Kernel(p), v);
+    struct stat st;
+    if (StatRoute(r, &st, true) != 0) return -1;
+    return StatfsMapfs(v);
+  });
 }
 MAPFS_EXPORT int statvfs64(const char* path, struct statvfs64* v) { return statvfs(path, reinterpret_cast<struct statvfs*>(v)); }
 MAPFS_EXPORT int fstatvfs(int fd, struct statvfs* v) {
@@ -257,12 +270,14 @@ MAPFS_EXPORT int fstatvfs64(int fd, struct statvfs64* v) { return fstatvfs(fd, r
 // ---------------------------------------------------------------- access
 
 MAPFS_EXPORT int faccessat(int dirfd, const char* path, int mode, int flags) {
-  Route r = MapfsPath(dirfd, path);
-  if (!r.mapfs) return REAL(faccessat)(dirfd, r.Kernel(path), mode, flags);
-  if (mode & ~(R_OK | W_OK | X_OK)) return FailErrno(EINVAL);
-  struct stat st;
-  if (StatRoute(r, &st, !(flags & AT_SYMLINK_NOFOLLOW)) != 0) return -1;
-  return AccessCheck(st, mode);
+  return FollowOut(dirfd, path, !(flags & AT_SYMLINK_NOFOLLOW), [&](int d, const char* p) {
+    Route r = MapfsPath(d, p);
+    if (!r.mapfs) return REAL(faccessat)(d, r.Kernel(p), mode, flags);
+    if (mode & ~(R_OK | W_OK | X_OK)) return FailErrno(EINVAL);
+    struct stat st;
+    if (StatRoute(r, &st, !(flags & AT_SYMLINK_NOFOLLOW)) != 0) return -1;
+    return AccessCheck(st, mode);
+  });
 }
 MAPFS_EXPORT int access(const char* path, int mode) {
   Route r = MapfsPath(AT_FDCWD, path);
@@ -275,13 +290,15 @@ MAPFS_EXPORT int eaccess(const char* path, int mode) { return access(path, mode)
 // ---------------------------------------------------------------- names
 
 MAPFS_EXPORT int unlinkat(int dirfd, const char* path, int flags) {
-  Route r = MapfsPath(dirfd, path);
-  if (!r.mapfs) return REAL(unlinkat)(dirfd, r.Kernel(path), flags);
-  if (flags & ~AT_REMOVEDIR) return FailErrno(EINVAL);
-  fs::FileSystem* f = FsOrFail();
-  if (f == nullptr) return -1;
-  CoreScope cs;
-  return Ret((flags & AT_REMOVEDIR) ? f->Rmdir(r.path, r.at) : f->Unlink(r.path, r.at));
+  return FollowOut(dirfd, path, false, [&](int d, const char* p) {
+    Route r = MapfsPath(d, p);
+    if (!r.mapfs) return REAL(unlinkat)(d, r.Kernel(p), flags);
+    if (flags & ~AT_REMOVEDIR) return FailErrno(EINVAL);
+    fs::FileSystem* f = FsOrFail();
+    if (f == nullptr) return -1;
+    CoreScope cs;
+    return Ret((flags & AT_REMOVEDIR) ? f->Rmdir(r.path, r.at) : f->Unlink(r.path, r.at));
+  });
 }
 MAPFS_EXPORT int unlink(const char* path) {
   Route r = MapfsPath(AT_FDCWD, path);
@@ -330,13 +347,15 @@ MAPFS_EXPORT int link(const char* from, const char* to) {
 }
 
 MAPFS_EXPORT int symlinkat(const char* target, int dirfd, const char* path) {
-  Route r = MapfsPath(dirfd, path);
-  if (!r.mapfs) return REAL(symlinkat)(target, dirfd, r.Kernel(path));
-  if (target == nullptr) return FailErrno(EFAULT);
-  fs::FileSystem* f = FsOrFail();
-  if (f == nullptr) return -1;
-  CoreScope cs;
-  return Ret(f->Symlink(target, r.path, r.at));
+  return FollowOut(dirfd, path, false, [&](int d, const char* p) {
+    Route r = MapfsPath(d, p);
+    if (!r.mapfs) return REAL(symlinkat)(target, d, r.Kernel(p));
+    if (target == nullptr) return FailErrno(EFAULT);
+    fs::FileSystem* f = FsOrFail();
+    if (f == nullptr) return -1;
+    CoreScope cs;
+    return Ret(f->Symlink(target, r.path, r.at));
+  });
 }
 MAPFS_EXPORT int symlink(const char* target, const char* path) {
   Route r = MapfsPath(AT_FDCWD, path);
@@ -345,17 +364,19 @@ MAPFS_EXPORT int symlink(const char* target, const char* path) {
 }
 
 MAPFS_EXPORT ssize_t readlinkat(int dirfd, const char* path, char* buf, size_t size) {
-  Route r = MapfsPath(dirfd, path);
-  if (!r.mapfs) return REAL(readlinkat)(dirfd, r.Kernel(path), buf, size);
-  if (size == 0) return FailErrno(EINVAL);
-  fs::FileSystem* f = FsOrFail();
-  if (f == nullptr) return -1;
-  CoreScope cs;
-  auto t = f->Readlink(r.path, r.at);
-  if (!t.ok()) return Fail(t.status());
-  size_t n = std::min(size, t->size());
-  std::memcpy(buf, t->data(), n);
-  return static_cast<ssize_t>(n);
+  return FollowOut(dirfd, path, false, [&](int d, const char* p) -> ssize_t {
+    Route r = MapfsPath(d, p);
+    if (!r.mapfs) return REAL(readlinkat)(d, r.Kernel(p), buf, size);
+    if (size == 0) return FailErrno(EINVAL);
+    fs::FileSystem* f = FsOrFail();
+    if (f == nullptr) return -1;
+    CoreScope cs;
+    auto t = f->Readlink(r.path, r.at);  // the stored target, unchanged
+    if (!t.ok()) return Fail(t.status());
+    size_t n = std::min(size, t->size());
+    std::memcpy(buf, t->data(), n);
+    return static_cast<ssize_t>(n);
+  });
 }
 MAPFS_EXPORT ssize_t readlink(const char* path, char* buf, size_t size) {
   Route r = MapfsPath(AT_FDCWD, path);
@@ -368,12 +389,14 @@ MAPFS_EXPORT ssize_t __readlinkat_chk(int dirfd, const char* path, char* buf, si
 }
 
 MAPFS_EXPORT int mkdirat(int dirfd, const char* path, mode_t mode) {
-  Route r = MapfsPath(dirfd, path);
-  if (!r.mapfs) return REAL(mkdirat)(dirfd, r.Kernel(path), mode);
-  fs::FileSystem* f = FsOrFail();
-  if (f == nullptr) return -1;
-  CoreScope cs;
-  return Ret(f->Mkdir(r.path, mode & ~mapfs::CurrentUmask(), r.at));
+  return FollowOut(dirfd, path, false, [&](int d, const char* p) {
+    Route r = MapfsPath(d, p);
+    if (!r.mapfs) return REAL(mkdirat)(d, r.Kernel(p), mode);
+    fs::FileSystem* f = FsOrFail();
+    if (f == nullptr) return -1;
+    CoreScope cs;
+    return Ret(f->Mkdir(r.path, mode & ~mapfs::CurrentUmask(), r.at));
+  });
 }
 MAPFS_EXPORT int mkdir(const char* path, mode_t mode) {
   Route r = MapfsPath(AT_FDCWD, path);
@@ -401,17 +424,19 @@ MAPFS_EXPORT int mkfifo(const char* path, mode_t mode) { return mkfifoat(AT_FDCW
 // ---------------------------------------------------------------- attributes
 
 MAPFS_EXPORT int fchmodat(int dirfd, const char* path, mode_t mode, int flags) {
-  Route r = MapfsPath(dirfd, path);
-  if (!r.mapfs) return REAL(fchmodat)(dirfd, r.Kernel(path), mode, flags);
-  fs::FileSystem* f = FsOrFail();
-  if (f == nullptr) return -1;
-  if (flags & AT_SYMLINK_NOFOLLOW) {
-    struct stat st;
-    if (StatRoute(r, &st, false) != 0) return -1;
-    if (S_ISLNK(st.st_mode)) return FailErrno(EOPNOTSUPP);  // as Linux
-  }
-  CoreScope cs;
-  return Ret(f->Chmod(r.path, mode, true, r.at));
+  return FollowOut(dirfd, path, !(flags & AT_SYMLINK_NOFOLLOW), [&](int d, const char* p) {
+    Route r = MapfsPath(d, p);
+    if (!r.mapfs) return REAL(fchmodat)(d, r.Kernel(p), mode, flags);
+    fs::FileSystem* f = FsOrFail();
+    if (f == nullptr) return -1;
+    if (flags & AT_SYMLINK_NOFOLLOW) {
+      struct stat st;
+      if (StatRoute(r, &st, false) != 0) return -1;
+      if (S_ISLNK(st.st_mode)) return FailErrno(EOPNOTSUPP);  // as Linux
+    }
+    CoreScope cs;
+    return Ret(f->Chmod(r.path, mode, true, r.at));
+  });
 }
 MAPFS_EXPORT int chmod(const char* path, mode_t mode) {
   Route r = MapfsPath(AT_FDCWD, path);
@@ -438,12 +463,14 @@ MAPFS_EXPORT int fchownat(int dirfd, const char* path, uid_t uid, gid_t gid, int
       return Ret(d->fsys->Fchown(*d->file, uid, gid));
     }
   }
-  Route r = MapfsPath(dirfd, path);
-  if (!r.mapfs) return REAL(fchownat)(dirfd, r.Kernel(path), uid, gid, flags);
-  fs::FileSystem* f = FsOrFail();
-  if (f == nullptr) return -1;
-  CoreScope cs;
-  return Ret(f->Chown(r.path, uid, gid, !(flags & AT_SYMLINK_NOFOLLOW), r.at));
+  return FollowOut(dirfd, path, !(flags & AT_SYMLINK_NOFOLLOW), [&](int d, const char* p) {
+    Route r = MapfsPath(d, p);
+    if (!r.mapfs) return REAL(fchownat)(d, r.Kernel(p), uid, gid, flags);
+    fs::FileSystem* f = FsOrFail();
+    if (f == nullptr) return -1;
+    CoreScope cs;
+    return Ret(f->Chown(r.path, uid, gid, !(flags & AT_SYMLINK_NOFOLLOW), r.at));
+  });
 }
 MAPFS_EXPORT int chown(const char* path, uid_t uid, gid_t gid) {
   Route r = MapfsPath(AT_FDCWD, path);
@@ -464,7 +491,8 @@ MAPFS_EXPORT int fchown(int fd, uid_t uid, gid_t gid) {
 }
 
 MAPFS_EXPORT int utimensat(int dirfd, const char* path, const struct timespec ts[2], int flags) {
-  return Utimens(dirfd, path, ts, flags);
+  return FollowOut(dirfd, path, !(flags & AT_SYMLINK_NOFOLLOW),
+                   [&](int d, const char* p) { return Utimens(d, p, ts, flags); });
 }
 MAPFS_EXPORT int futimens(int fd, const struct timespec ts[2]) {
   if (MapfsFd(fd)) return Utimens(fd, nullptr, ts, 0);
@@ -474,13 +502,13 @@ MAPFS_EXPORT int utimes(const char* path, const struct timeval tv[2]) {
   Route r = MapfsPath(AT_FDCWD, path);
   if (!r.mapfs) return REAL(utimes)(r.Kernel(path), tv);
   struct timespec ts[2];
-  return Utimens(AT_FDCWD, path, TvToTs(tv, ts) ? ts : nullptr, 0);
+  return utimensat(AT_FDCWD, path, TvToTs(tv, ts) ? ts : nullptr, 0);
 }
 MAPFS_EXPORT int lutimes(const char* path, const struct timeval tv[2]) {
   Route r = MapfsPath(AT_FDCWD, path);
   if (!r.mapfs) return REAL(lutimes)(r.Kernel(path), tv);
   struct timespec ts[2];
-  return Utimens(AT_FDCWD, path, TvToTs(tv, ts) ? ts : nullptr, AT_SYMLINK_NOFOLLOW);
+  return utimensat(AT_FDCWD, path, TvToTs(tv, ts) ? ts : nullptr, AT_SYMLINK_NOFOLLOW);
 }
 MAPFS_EXPORT int futimes(int fd, const struct timeval tv[2]) {
   if (!MapfsFd(fd)) return REAL(futimes)(fd, tv);
@@ -491,7 +519,7 @@ MAPFS_EXPORT int futimesat(int dirfd, const char* path, const struct timeval tv[
   Route r = MapfsPath(dirfd, path);
   if (!r.mapfs) return REAL(futimesat)(dirfd, r.Kernel(path), tv);
   struct timespec ts[2];
-  return Utimens(dirfd, path, TvToTs(tv, ts) ? ts : nullptr, 0);
+  return utimensat(dirfd, path, TvToTs(tv, ts) ? ts : nullptr, 0);
 }
 MAPFS_EXPORT int utime(const char* path, const struct utimbuf* t) {
   Route r = MapfsPath(AT_FDCWD, path);
@@ -501,23 +529,25 @@ MAPFS_EXPORT int utime(const char* path, const struct utimbuf* t) {
     ts[0] = {t->actime, 0};
     ts[1] = {t->modtime, 0};
   }
-  return Utimens(AT_FDCWD, path, t ? ts : nullptr, 0);
+  return utimensat(AT_FDCWD, path, t ? ts : nullptr, 0);
 }
 
 MAPFS_EXPORT int truncate(const char* path, off_t size) {
-  Route r = MapfsPath(AT_FDCWD, path);
-  if (!r.mapfs) return REAL(truncate)(r.Kernel(path), size);
-  fs::FileSystem* f = FsOrFail();
-  if (f == nullptr) return -1;
-  CoreScope cs;
-  return Ret(f->Truncate(r.path, size, r.at));
+  return FollowOut(AT_FDCWD, path, true, [&](int, const char* p) {
+    Route r = MapfsPath(AT_FDCWD, p);
+    if (!r.mapfs) return REAL(truncate)(r.Kernel(p), size);
+    fs::FileSystem* f = FsOrFail();
+    if (f == nullptr) return -1;
+    CoreScope cs;
+    return Ret(f->Truncate(r.path, size, r.at));
+  });
 }
 MAPFS_EXPORT int truncate64(const char* path, off64_t size) { return truncate(path, size); }
 
 // ---------------------------------------------------------------- cwd
 
-MAPFS_EXPORT int chdir(const char* path) {
-  if (in_core) return REAL(chdir)(path);
+namespace {
+int ChdirOnce(const char* path) {
   Route r = MapfsPath(AT_FDCWD, path);
   Shim& s = Shim::Get();
   if (!r.mapfs) {
@@ -539,6 +569,12 @@ MAPFS_EXPORT int chdir(const char* path) {
   }
   std::string p = NormalizePath(AbsoluteOf(r));
   return s.Chdir(ino, p);
+}
+}  // namespace
+
+MAPFS_EXPORT int chdir(const char* path) {
+  if (in_core) return REAL(chdir)(path);
+  return FollowOut(AT_FDCWD, path, true, [](int, const char* p) { return ChdirOnce(p); });
 }
 MAPFS_EXPORT int fchdir(int fd) {
   if (in_core) return REAL(fchdir)(fd);
@@ -589,8 +625,12 @@ MAPFS_EXPORT char* realpath(const char* path, char* out) {
   if (in_core || path == nullptr) return REAL(realpath)(path, out);
   Shim& s = Shim::Get();
   Route r0 = MapfsPath(AT_FDCWD, path);
-  if (!r0.mapfs && path[0] == '/') return REAL(realpath)(r0.Kernel(path), out);
-  if (!r0.mapfs && !s.CwdIsMapfs()) return REAL(realpath)(path, out);
+  if (!r0.mapfs && (path[0] == '/' || !s.CwdIsMapfs())) {
+    // A kernel path may still lead into the pool through a kernel symlink
+    // to the prefix, which glibc cannot follow: resolve it here then.
+    char* k = REAL(realpath)(r0.Kernel(path), out);
+    if (k != nullptr || errno != ENOENT) return k;
+  }
   if (path[0] == '\0') {
     errno = ENOENT;
     return nullptr;

@@ -23,6 +23,7 @@
 
 #include "common/log.h"
 #include "preload/calls.h"
+#include "preload/outside.h"
 #include "vm/fault.h"
 
 extern char** environ;
@@ -157,7 +158,13 @@ int Plan(const char* path, char* const argv[], ExecPlan* plan, int depth = 0) {
     std::vector<char*> v;
     for (auto& a : args) v.push_back(a.data());
     v.push_back(nullptr);
-    return Plan(interp.c_str(), v.data(), plan, depth + 1);
+    // An interpreter in the pool may be reached through a link that leaves
+    // it: resolve it here, or execve's FollowOut would take the exit for
+    // the script's own path.
+    char* real_interp = ::realpath(interp.c_str(), nullptr);
+    std::string ip = real_interp ? real_interp : interp;
+    std::free(real_interp);
+    return Plan(ip.c_str(), v.data(), plan, depth + 1);
   }
   int m = ::memfd_create("mapfs-exec", MFD_CLOEXEC);
   if (m < 0) {
@@ -285,7 +292,7 @@ MAPFS_EXPORT void _Exit(int status) { ExitIdle(status, REAL(_Exit)); }
 MAPFS_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {
   ExecScope exec;
   if (in_core) return REAL(execve)(path, argv, envp);
-  return ExecveAny(path, argv, envp);
+  return FollowOut(AT_FDCWD, path, true, [&](int, const char* p) { return ExecveAny(p, argv, envp); });
 }
 MAPFS_EXPORT int execv(const char* path, char* const argv[]) { return execve(path, argv, environ); }
 MAPFS_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) {

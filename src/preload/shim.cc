@@ -25,6 +25,13 @@ namespace mapfs::preload {
 thread_local int in_core __attribute__((tls_model("initial-exec"))) = 0;
 
 int Fail(const Status& st) {
+  // A walk that left the pool in a call that cannot follow it there (a
+  // wrapper without FollowOut: rename, link, symlink's parent ...): the
+  // path crosses into another file system.
+  if (st.code() == fs::kLeavesPool) {
+    errno = EXDEV;
+    return -1;
+  }
   errno = st.code() ? st.code() : EIO;
   return -1;
 }
@@ -301,6 +308,7 @@ fs::FileSystem* Shim::Fs() {
   std::call_once(mount_once_, [this] {
     CoreScope cs;
     fs::FsOptions fo;
+    fo.prefix = prefix_;  // symlink targets are paths of this process's namespace
     if (const char* m = std::getenv("MAPFS_MODE")) {
       if (!std::strcmp(m, "posix")) fo.mode = 0;
       else if (!std::strcmp(m, "sync")) fo.mode = 1;

@@ -6,6 +6,7 @@
 #include <sys/xattr.h>
 
 #include "preload/calls.h"
+#include "preload/outside.h"
 
 namespace mapfs::preload {
 namespace {
@@ -27,11 +28,13 @@ using namespace mapfs::preload;  // NOLINT: wrapper files only
 namespace fs = mapfs::fs;
 using mapfs::Status;
 
-#define MAPFS_XATTR_PATH(name, follow, ret, params, args)              \
-  MAPFS_EXPORT ret name params {                                       \
-    Route r = MapfsPath(AT_FDCWD, path);                               \
-    if (!r.mapfs) return REAL(name)(r.Kernel(path), args);             \
-    return NoXattrPath(r, follow);                                     \
+#define MAPFS_XATTR_PATH(name, follow, ret, params, args)                   \
+  MAPFS_EXPORT ret name params {                                            \
+    return FollowOut(AT_FDCWD, path, follow, [&](int, const char* p) -> ret { \
+      Route r = MapfsPath(AT_FDCWD, p);                                     \
+      if (!r.mapfs) return REAL(name)(r.Kernel(p), args);                   \
+      return NoXattrPath(r, follow);                                        \
+    });                                                                     \
   }
 #define MAPFS_XATTR_FD(name, ret, params, args)                        \
   MAPFS_EXPORT ret name params {                                       \
