@@ -42,6 +42,10 @@ std::string AbsoluteOf(const Route& r);
 // Opens a mapfs path; returns the new descriptor or -1/errno.
 int OpenMapfs(const Route& r, int flags, mode_t mode);
 
+// getdents64 (is64) or the old getdents on a mapfs descriptor: the
+// kernel's records, into `buf` of `n` bytes; -1/errno.
+ssize_t GetDents(int fd, void* buf, size_t n, bool is64);
+
 // Releases the process's POSIX locks on a file when one of its descriptors closes.
 void ReleaseProcessLocks(uint64_t ino);
 

@@ -367,6 +367,16 @@ MAPFS_EXPORT int posix_fadvise(int fd, off_t off, off_t len, int advice) {
   if (MapfsFd(fd)) return (advice < 0 || advice > 5 || len < 0) ? EINVAL : 0;  // advice only
   return REAL(posix_fadvise)(fd, off, len, advice);
 }
+// readahead(2): the pool is memory, there is nothing to bring in; the
+// kernel's checks (a readable descriptor of a regular file).
+MAPFS_EXPORT ssize_t readahead(int fd, off64_t off, size_t n) {
+  if (DescRef d = MapfsFd(fd)) {
+    if ((d->file->flags & O_ACCMODE) == O_WRONLY) return FailErrno(EBADF);
+    if (d->file->is_dir) return FailErrno(EINVAL);
+    return 0;
+  }
+  return REAL(readahead)(fd, off, n);
+}
 MAPFS_EXPORT int posix_fadvise64(int fd, off64_t off, off64_t len, int advice) {
   return posix_fadvise(fd, off, len, advice);
 }
