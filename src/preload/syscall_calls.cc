@@ -82,6 +82,13 @@ long Refuse(long n, const char* name) {
 bool PoolPath(int dirfd, const char* path) { return path != nullptr && MapfsPath(dirfd, path).mapfs; }
 bool PoolFd(int fd) { return static_cast<bool>(MapfsFd(fd)); }
 
+// A raw result (-errno on failure) as syscall() returns it.
+long Errno(long r) {
+  if (r >= 0) return r;
+  errno = static_cast<int>(-r);
+  return -1;
+}
+
 // The wrapper's result for a forwarded number; nullopt for any other
 // (Refused() is asked next, then the kernel).
 std::optional<long> Forward(long n, const Args& x) {
@@ -142,6 +149,15 @@ std::optional<long> Forward(long n, const Args& x) {
     }
     case SYS_msync: return msync(x.p<void>(0), x.z(1), x.fd(2));
     case SYS_mprotect: return mprotect(x.p<void>(0), x.z(1), x.fd(2));
+    // The kernel's AIO (aio_calls.cc): its results are -errno.
+    case SYS_io_submit: return Errno(AioSubmit(static_cast<unsigned long>(x.a[0]), x.a[1], x.p<iocb*>(2)));
+    case SYS_io_getevents:
+      return Errno(AioGetEvents(static_cast<unsigned long>(x.a[0]), x.a[1], x.a[2], x.p<io_event>(3), x.p<timespec>(4), nullptr));
+    case SYS_io_pgetevents:
+      return Errno(AioGetEvents(static_cast<unsigned long>(x.a[0]), x.a[1], x.a[2], x.p<io_event>(3), x.p<timespec>(4),
+                                x.p<const void>(5)));
+    case SYS_io_destroy: return Errno(AioDestroy(static_cast<unsigned long>(x.a[0])));
+    case SYS_io_cancel: return Errno(AioCancel(static_cast<unsigned long>(x.a[0]), x.p<iocb>(1), x.p<io_event>(2)));
     // Metadata.
     case SYS_stat: return stat(x.s(0), x.p<struct stat>(1));
     case SYS_lstat: return lstat(x.s(0), x.p<struct stat>(1));

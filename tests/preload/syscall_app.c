@@ -13,7 +13,10 @@
  * the pool they must reach the pool, never the directory the program was
  * started in. */
 #define _GNU_SOURCE
+#include <aio.h>
 #include <errno.h>
+#include <linux/aio_abi.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <stdio.h>
@@ -120,6 +123,8 @@ static void list_dir(const char* what, const char* path, int is64, size_t bufsiz
   printf("  again: %s\n", n > 0 ? "entries" : "none");
   syscall(SYS_close, fd);
 }
+
+static void async_io(const char* path);
 
 static int compare_run(void) {
   struct stat st;
@@ -338,6 +343,8 @@ static int compare_run(void) {
   S("rmdir d", SYS_rmdir, "d");
   S("unlinkat d/e removedir", SYS_unlinkat, AT_FDCWD, "d/e", AT_REMOVEDIR);
 
+  async_io("aio");
+
   /* The current directory by descriptor. */
   S("fchdir d", SYS_fchdir, dfd);
   len = syscall(SYS_getcwd, cwd, sizeof cwd);
@@ -353,6 +360,117 @@ static int compare_run(void) {
   S("close f again", SYS_close, fd);
   S("read closed", SYS_read, fd, buf, (size_t)1);
   return 0;
+}
+
+static volatile sig_atomic_t aio_signals, aio_signal_code_ok;
+static void on_aio_signal(int sig, siginfo_t* si, void* ctx) {
+  (void)sig;
+  (void)ctx;
+  aio_signals++;
+  aio_signal_code_ok = si->si_code == SI_ASYNCIO && si->si_value.sival_int == 42;
+}
+
+/* The kernel's AIO by number (as libaio makes it) and POSIX AIO, on file
+ * `path`: results, events and contents. */
+static void async_io(const char* path) {
+  int fd = (int)syscall(SYS_open, path, O_CREAT | O_RDWR | O_TRUNC, 0644);
+  aio_context_t ctx = 0;
+  S("io_setup", SYS_io_setup, 8, &ctx);
+  char w1[8] = "aio-one", w2[8] = "aio-two", r1[8] = {0};
+  struct iocb cbs[3];
+  memset(cbs, 0, sizeof cbs);
+  for (int i = 0; i < 3; i++) {
+    cbs[i].aio_fildes = (unsigned)fd;
+    cbs[i].aio_data = (unsigned long)(100 + i);
+  }
+  cbs[0].aio_lio_opcode = IOCB_CMD_PWRITE;
+  cbs[0].aio_buf = (unsigned long)w1;
+  cbs[0].aio_nbytes = 7;
+  cbs[1].aio_lio_opcode = IOCB_CMD_PWRITE;
+  cbs[1].aio_buf = (unsigned long)w2;
+  cbs[1].aio_nbytes = 7;
+  cbs[1].aio_offset = 7;
+  cbs[2].aio_lio_opcode = IOCB_CMD_FSYNC;
+  struct iocb* list[3] = {&cbs[0], &cbs[1], &cbs[2]};
+  S("io_submit 2 writes + fsync", SYS_io_submit, ctx, 3L, list);
+  struct io_event ev[8];
+  long got = 0;
+  struct timespec ts = {5, 0};
+  while (got < 3) {
+    long r = syscall(SYS_io_getevents, ctx, 1L, 8L, ev + got, &ts);
+    if (r <= 0) {
+      show("io_getevents", r);
+      break;
+    }
+    got += r;
+  }
+  unsigned long seen = 0;
+  for (unsigned long want = 100; want < 103; want++) /* in request order: completion order may differ */
+    for (long i = 0; i < got; i++)
+      if (ev[i].data == want) {
+        seen |= 1ul << (ev[i].data - 100);
+        printf("  event %llu: res %lld obj %s\n", (unsigned long long)ev[i].data, (long long)ev[i].res,
+               ev[i].obj == (unsigned long)&cbs[ev[i].data - 100] ? "ok" : "wrong");
+      }
+  printf("  events for every request: %s (%ld)\n", seen == 7 ? "yes" : "no", got);
+  cbs[0].aio_lio_opcode = IOCB_CMD_PREAD;
+  cbs[0].aio_buf = (unsigned long)r1;
+  cbs[0].aio_offset = 7;
+  S("io_submit read", SYS_io_submit, ctx, 1L, list);
+  S("io_getevents read", SYS_io_getevents, ctx, 1L, 1L, ev, &ts);
+  printf("  res %lld: %s\n", (long long)ev[0].res, r1);
+  S("io_getevents none left", SYS_io_getevents, ctx, 0L, 8L, ev, &(struct timespec){0, 0});
+  cbs[0].aio_lio_opcode = 99;
+  S("io_submit bad opcode", SYS_io_submit, ctx, 1L, list);
+  S("io_submit bad context", SYS_io_submit, 12345L, 1L, list);
+  S("io_destroy", SYS_io_destroy, ctx);
+
+  /* POSIX AIO. */
+  struct sigaction sa = {.sa_sigaction = on_aio_signal, .sa_flags = SA_SIGINFO};
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGUSR1, &sa, NULL);
+  char buf[16] = {0};
+  struct aiocb a = {.aio_fildes = fd, .aio_buf = (void*)"POSIX", .aio_nbytes = 5, .aio_offset = 2};
+  a.aio_sigevent.sigev_notify = SIGEV_SIGNAL;
+  a.aio_sigevent.sigev_signo = SIGUSR1;
+  a.aio_sigevent.sigev_value.sival_int = 42;
+  show("aio_write", aio_write(&a));
+  const struct aiocb* wait1[1] = {&a};
+  while (aio_error(&a) == EINPROGRESS) aio_suspend(wait1, 1, NULL);
+  printf("  aio_error %d aio_return %zd\n", aio_error(&a), aio_return(&a));
+  for (int i = 0; i < 1000 && aio_signals == 0; i++) usleep(1000);
+  printf("  signals %d, code and value %s\n", (int)aio_signals, aio_signal_code_ok ? "ok" : "wrong");
+  struct aiocb b = {.aio_fildes = fd, .aio_buf = buf, .aio_nbytes = 10, .aio_offset = 0};
+  show("aio_read", aio_read(&b));
+  const struct aiocb* wait2[1] = {&b};
+  while (aio_error(&b) == EINPROGRESS) aio_suspend(wait2, 1, NULL);
+  printf("  aio_error %d aio_return %zd: %s\n", aio_error(&b), aio_return(&b), buf);
+  struct aiocb f = {.aio_fildes = fd};
+  show("aio_fsync", aio_fsync(O_SYNC, &f));
+  while (aio_error(&f) == EINPROGRESS) aio_suspend((const struct aiocb* const[]){&f}, 1, NULL);
+  printf("  aio_error %d aio_return %zd\n", aio_error(&f), aio_return(&f));
+  show("aio_fsync bad op", aio_fsync(12345, &f));
+  struct aiocb neg = {.aio_fildes = fd, .aio_buf = buf, .aio_nbytes = 1, .aio_offset = -1};
+  show("aio_read negative offset", aio_read(&neg));
+  while (aio_error(&neg) == EINPROGRESS) aio_suspend((const struct aiocb* const[]){&neg}, 1, NULL);
+  printf("  aio_error %s aio_return %zd\n", strerrorname_np(aio_error(&neg)), aio_return(&neg));
+  char l1[4] = {0}, l2[4] = {0};
+  struct aiocb la = {.aio_fildes = fd, .aio_lio_opcode = LIO_WRITE, .aio_buf = (void*)"LIST", .aio_nbytes = 4, .aio_offset = 20};
+  struct aiocb lb = {.aio_fildes = fd, .aio_lio_opcode = LIO_READ, .aio_buf = l1, .aio_nbytes = 3, .aio_offset = 0};
+  struct aiocb lc = {.aio_fildes = fd, .aio_lio_opcode = LIO_NOP};
+  struct aiocb* ll[4] = {&la, &lb, NULL, &lc};
+  show("lio_listio wait", lio_listio(LIO_WAIT, ll, 4, NULL));
+  printf("  write %zd read %zd: %s\n", aio_return(&la), aio_return(&lb), l1);
+  struct aiocb ld = {.aio_fildes = fd, .aio_lio_opcode = LIO_READ, .aio_buf = l2, .aio_nbytes = 3, .aio_offset = 20};
+  struct aiocb* ll2[1] = {&ld};
+  struct sigevent se = {.sigev_notify = SIGEV_SIGNAL, .sigev_signo = SIGUSR1, .sigev_value.sival_int = 42};
+  show("lio_listio nowait", lio_listio(LIO_NOWAIT, ll2, 1, &se));
+  while (aio_error(&ld) == EINPROGRESS) aio_suspend((const struct aiocb* const[]){&ld}, 1, NULL);
+  for (int i = 0; i < 1000 && aio_signals < 2; i++) usleep(1000);
+  printf("  read %zd: %s, signals %d\n", aio_return(&ld), l2, (int)aio_signals);
+  show("aio_cancel", aio_cancel(fd, NULL));
+  syscall(SYS_close, fd);
+  contents("aio file", path);
 }
 
 /* Numbers the shim refuses on pool files and descriptors: ENOSYS (and one
