@@ -421,6 +421,13 @@ MAPFS_EXPORT int fcntl(int fd, int cmd, ...) {
     case F_GETSIG:
     case F_SETSIG:
       return REAL(fcntl)(fd, cmd, arg);
+    // dnotify: the pool has no change notifications; refused as by a
+    // kernel without dnotify (EINVAL), after the kernel's own checks: no
+    // events is a successful removal, a file is ENOTDIR.
+    case F_NOTIFY:
+      if ((iarg & ~static_cast<long>(DN_MULTISHOT)) == 0) return 0;
+      if (!d->file->is_dir) return FailErrno(ENOTDIR);
+      return FailErrno(EINVAL);
     case F_GETPIPE_SZ:
     case F_SETPIPE_SZ:
       return FailErrno(EBADF);

@@ -21,6 +21,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/sendfile.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
@@ -149,6 +150,12 @@ std::optional<long> Forward(long n, const Args& x) {
     }
     case SYS_msync: return msync(x.p<void>(0), x.z(1), x.fd(2));
     case SYS_mprotect: return mprotect(x.p<void>(0), x.z(1), x.fd(2));
+    // Unix sockets at pool paths (socket_calls.cc).
+    case SYS_bind: return bind(x.fd(0), x.p<const sockaddr>(1), static_cast<socklen_t>(x.u(2)));
+    case SYS_connect: return connect(x.fd(0), x.p<const sockaddr>(1), static_cast<socklen_t>(x.u(2)));
+    case SYS_sendto:
+      return sendto(x.fd(0), x.p<const void>(1), x.z(2), x.fd(3), x.p<const sockaddr>(4), static_cast<socklen_t>(x.u(5)));
+    case SYS_sendmsg: return sendmsg(x.fd(0), x.p<const msghdr>(1), x.fd(2));
     // The kernel's AIO (aio_calls.cc): its results are -errno.
     case SYS_io_submit: return Errno(AioSubmit(static_cast<unsigned long>(x.a[0]), x.a[1], x.p<iocb*>(2)));
     case SYS_io_getevents:
