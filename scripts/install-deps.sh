@@ -3,7 +3,7 @@
 set -euo pipefail
 pkgs="cmake ninja-build g++ libgtest-dev"
 # The preload tests run real programs under `mapfs run` (tests/preload).
-pkgs="$pkgs python3 sqlite3 git rsync tar gzip diffutils libleveldb-dev fio"
+pkgs="$pkgs python3 sqlite3 git rsync tar gzip diffutils libleveldb-dev fio libaio1"
 # The FUSE mount (src/fuse, tests/fuse).
 pkgs="$pkgs libfuse3-dev fuse3 pkg-config"
 # The benchmarks (bench/): RocksDB's db_bench, SQLite's headers for the

@@ -68,6 +68,7 @@ std::string BadPrefix(const std::string& p) {
 int Run(const std::vector<std::string>& args) {
   std::string pool = std::getenv("MAPFS_POOL") ? std::getenv("MAPFS_POOL") : "";
   std::string mount, mode;
+  bool mount_given = false;
   size_t i = 0;
   for (; i < args.size(); i++) {
     const std::string& a = args[i];
@@ -81,6 +82,7 @@ int Run(const std::vector<std::string>& args) {
         return 2;
       }
       (a == "--pool" ? pool : a == "--mount" ? mount : mode) = args[++i];
+      mount_given |= a == "--mount";
     } else if (a.rfind("--", 0) == 0) {
       std::fprintf(stderr, "mapfs run: unknown option %s\n", a.c_str());
       return 2;
@@ -97,10 +99,14 @@ int Run(const std::vector<std::string>& args) {
     std::fprintf(stderr, "mapfs run: --mode must be posix, sync or strict\n");
     return 2;
   }
-  if (!mount.empty()) {
-    std::string why = BadPrefix(mount);
+  // The prefix the shim will use: --mount, else an inherited MAPFS_MOUNT,
+  // else /mapfs. A bad one would route nothing (or everything): refused.
+  const char* env_mount = std::getenv("MAPFS_MOUNT");
+  if (mount_given || (env_mount != nullptr && *env_mount != '\0')) {
+    std::string m = mount_given ? mount : env_mount;
+    std::string why = BadPrefix(m);
     if (!why.empty()) {
-      std::fprintf(stderr, "mapfs run: --mount %s: %s\n", mount.c_str(), why.c_str());
+      std::fprintf(stderr, "mapfs run: %s '%s': %s\n", mount_given ? "--mount" : "MAPFS_MOUNT", m.c_str(), why.c_str());
       return 2;
     }
   }

@@ -1,5 +1,6 @@
 #include "medium/pool.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <signal.h>
@@ -155,6 +156,23 @@ uint32_t DefaultTopLevel(uint64_t pool_size) {
     if (sz >= pool_size * 8) return l;
   }
   return kMaxLevel;
+}
+
+
+// The LD_PRELOAD shim's shadow directory of Unix sockets bound at pool
+// paths (src/preload/socket_calls.cc): kernel socket files named by inode
+// number. Nobody can be listening on one in a pool no one has open.
+void RemoveSocketShadows(const std::string& dir) {
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dfd < 0) return;
+  if (DIR* d = ::fdopendir(dfd)) {
+    while (struct dirent* e = ::readdir(d))
+      if (e->d_name[0] != '.') ::unlinkat(dfd, e->d_name, 0);
+    ::closedir(d);
+  } else {
+    ::close(dfd);
+  }
+  ::rmdir(dir.c_str());
 }
 
 }  // namespace
@@ -747,6 +765,7 @@ Status Pool::Close() {
     // The LD_PRELOAD shim's lock files (src/preload/locks.h) are named after
     // the segment; nobody holds a lock in a pool no one has open.
     for (const char* kind : {".locks", ".ofd"}) ::unlink(("/dev/shm" + shm_name_ + kind).c_str());
+    RemoveSocketShadows("/dev/shm" + shm_name_ + ".sockets");
   }
   Status st;
   if (::fsync(fd_) != 0 && errno != EINVAL && errno != EROFS) st = Status::FromErrno("fsync " + path_);

@@ -5,7 +5,12 @@
 
 #include <fcntl.h>
 
+#include <time.h>
+
 #include "preload/real.h"
+
+struct iocb;      // linux/aio_abi.h
+struct io_event;  // linux/aio_abi.h
 #include "preload/shim.h"
 
 #define MAPFS_EXPORT extern "C" __attribute__((visibility("default")))
@@ -41,6 +46,18 @@ std::string AbsoluteOf(const Route& r);
 
 // Opens a mapfs path; returns the new descriptor or -1/errno.
 int OpenMapfs(const Route& r, int flags, mode_t mode);
+
+// getdents64 (is64) or the old getdents on a mapfs descriptor: the
+// kernel's records, into `buf` of `n` bytes; -1/errno.
+ssize_t GetDents(int fd, void* buf, size_t n, bool is64);
+
+// The kernel's AIO calls with mapfs requests done at once (aio_calls.cc);
+// -errno on failure, as the raw calls. `sigmask` non-null: io_pgetevents's
+// struct __aio_sigset.
+long AioSubmit(unsigned long ctx, long nr, iocb** cbs);
+long AioGetEvents(unsigned long ctx, long min_nr, long nr, io_event* out, timespec* timeout, const void* sigmask);
+long AioDestroy(unsigned long ctx);
+long AioCancel(unsigned long ctx, iocb* cb, io_event* result);
 
 // Releases the process's POSIX locks on a file when one of its descriptors closes.
 void ReleaseProcessLocks(uint64_t ino);

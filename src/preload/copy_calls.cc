@@ -1,9 +1,15 @@
-// Copies between descriptors (copy_file_range, sendfile) when either side
-// is a mapfs file: a loop of the shim's own read/write, so any mix of
-// mapfs and kernel descriptors works.
+// Copies between descriptors (copy_file_range, sendfile, splice) when
+// either side is a mapfs file: the shim's own read/write through a bounce
+// buffer, so any mix of mapfs and kernel descriptors works.
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/sendfile.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "preload/calls.h"
@@ -33,6 +39,63 @@ ssize_t CopyLoop(int in, int64_t* in_off, int out, int64_t* out_off, size_t len)
   return static_cast<ssize_t>(done);
 }
 
+// One pass of splice(2) between a mapfs file and a pipe, as the kernel's:
+// at most what the pipe holds (from it) or has room for (into it), so a
+// program that splices into a pipe it drains itself never deadlocks; it
+// blocks for data or room unless `nonblock`. The pipe side goes through
+// the C library with RWF_NOWAIT when it must not block (the pipe's own
+// O_NONBLOCK is its description's, shared: not ours to flip).
+ssize_t SpliceOnce(int in, int64_t* in_off, int out, int64_t* out_off, size_t len, bool nonblock, bool into_pipe) {
+  int pipe = into_pipe ? out : in;
+  int file = into_pipe ? in : out;
+  int64_t* off = into_pipe ? in_off : out_off;
+  int cap = REAL(fcntl)(pipe, F_GETPIPE_SZ);
+  if (cap <= 0) cap = 65536;
+  size_t n = std::min<size_t>(len, static_cast<size_t>(cap));
+  if (into_pipe) {
+    int used = 0;
+    if (REAL(ioctl)(pipe, FIONREAD, &used) == 0 && used < cap) n = std::min<size_t>(n, static_cast<size_t>(cap - used));
+  }
+  std::vector<char> buf(n);
+  int64_t at = off != nullptr ? *off : ::lseek(file, 0, SEEK_CUR);
+  if (at < 0) return -1;
+  ssize_t done;
+  if (into_pipe) {
+    ssize_t r = ::pread(file, buf.data(), n, at);
+    if (r <= 0) return r;
+    iovec v{buf.data(), static_cast<size_t>(r)};
+    done = REAL(pwritev2)(pipe, &v, 1, -1, nonblock ? RWF_NOWAIT : 0);
+    if (done < 0 && errno == EOPNOTSUPP && nonblock) {  // a kernel without RWF_NOWAIT on pipes
+      struct pollfd p{pipe, POLLOUT, 0};
+      if (REAL(poll)(&p, 1, 0) != 1) return FailErrno(EAGAIN);
+      done = REAL(write)(pipe, buf.data(), static_cast<size_t>(r));
+    }
+  } else {
+    iovec v{buf.data(), n};
+    ssize_t r = REAL(preadv2)(pipe, &v, 1, -1, nonblock ? RWF_NOWAIT : 0);
+    if (r < 0 && errno == EOPNOTSUPP && nonblock) {
+      struct pollfd p{pipe, POLLIN, 0};
+      if (REAL(poll)(&p, 1, 0) != 1) return FailErrno(EAGAIN);
+      r = REAL(read)(pipe, buf.data(), n);
+    }
+    if (r <= 0) return r;  // 0: no writer left
+    // The pipe's bytes are consumed: write them all (short only on ENOSPC).
+    done = 0;
+    while (done < r) {
+      ssize_t w = ::pwrite(file, buf.data() + done, static_cast<size_t>(r - done), at + done);
+      if (w <= 0) {
+        if (done == 0) return -1;
+        break;
+      }
+      done += w;
+    }
+  }
+  if (done <= 0) return done;
+  if (off != nullptr) *off = at + done;
+  else ::lseek(file, at + done, SEEK_SET);
+  return done;
+}
+
 }  // namespace
 }  // namespace mapfs::preload
 
@@ -55,3 +118,30 @@ MAPFS_EXPORT ssize_t sendfile(int out, int in, off_t* off, size_t len) {
   return CopyLoop(in, reinterpret_cast<int64_t*>(off), out, nullptr, len);
 }
 MAPFS_EXPORT ssize_t sendfile64(int out, int in, off64_t* off, size_t len) { return sendfile(out, in, off, len); }
+
+// splice(2) with a mapfs file at one end (the kernel's splice cannot reach
+// the pool): the other end must be a pipe, with no offset; the mapfs end
+// may not be O_APPEND (both as the kernel). tee(2) and vmsplice(2) need
+// pipes at every end: the kernel fails them on a mapfs descriptor as on any
+// regular file, so they are not wrapped.
+MAPFS_EXPORT ssize_t splice(int in, off64_t* in_off, int out, off64_t* out_off, size_t len, unsigned flags) {
+  DescRef a = MapfsFd(in), b = MapfsFd(out);
+  if (!a && !b) return REAL(splice)(in, in_off, out, out_off, len, flags);
+  if (a && b) return FailErrno(EINVAL);
+  int pipe = a ? out : in;
+  struct stat st;
+  if (REAL(fstat)(pipe, &st) != 0) return -1;
+  if (!S_ISFIFO(st.st_mode)) return FailErrno(EINVAL);
+  if ((a ? out_off : in_off) != nullptr) return FailErrno(ESPIPE);
+  Desc& d = a ? *a : *b;
+  int acc = d.file->flags & O_ACCMODE;
+  if (a ? acc == O_WRONLY : acc == O_RDONLY) return FailErrno(EBADF);
+  if (b && (d.file->flags & O_APPEND)) return FailErrno(EINVAL);
+  off64_t* off = a ? in_off : out_off;
+  if (off != nullptr && *off < 0) return FailErrno(EINVAL);
+  if (len == 0) return 0;
+  int pfl = REAL(fcntl)(pipe, F_GETFL);
+  bool nonblock = (flags & SPLICE_F_NONBLOCK) || (pfl >= 0 && (pfl & O_NONBLOCK));
+  return SpliceOnce(in, reinterpret_cast<int64_t*>(in_off), out, reinterpret_cast<int64_t*>(out_off), len, nonblock,
+                    static_cast<bool>(a));
+}

@@ -94,6 +94,58 @@ int ScanMapfs(DIR* dir, struct dirent64*** list, int (*filter)(const struct dire
 }
 
 }  // namespace
+
+// The kernel's getdents/getdents64 records. The position of a mapfs
+// directory descriptor is the cookie after the last entry returned (what
+// d_off says, and what lseek(fd, d_off, SEEK_SET) resumes from), so
+// getdents, lseek and a DIR* opened later agree as on the kernel.
+ssize_t GetDents(int fd, void* out, size_t n, bool is64) {
+  DescRef d = MapfsFd(fd);
+  if (!d) return FailErrno(EBADF);
+  if (!d->file->is_dir) return FailErrno(ENOTDIR);
+  CoreScope cs;
+  Shim& s = Shim::Get();
+  KernelOffsetLock pos(*d, fd);
+  uint64_t cookie = static_cast<uint64_t>(s.Offset(*d, fd));
+  char* buf = static_cast<char*>(out);
+  size_t used = 0;
+  bool full = false;
+  Status st = d->fsys->ReadDir(*d->file, cookie, [&](const fs::DirEntryOut& e) {
+    // linux_dirent64: ino, off, reclen, type, name; linux_dirent: ino, off,
+    // reclen, name, then the type in the record's last byte. 8-aligned.
+    size_t head = is64 ? offsetof(struct dirent64, d_name) : 2 * sizeof(unsigned long) + sizeof(unsigned short);
+    size_t len = (head + e.name.size() + 1 + (is64 ? 0 : 1) + 7) & ~size_t{7};
+    if (used + len > n) {
+      full = true;
+      return false;
+    }
+    char* r = buf + used;
+    std::memset(r, 0, len);
+    unsigned short reclen = static_cast<unsigned short>(len);
+    if (is64) {
+      auto* x = reinterpret_cast<struct dirent64*>(r);
+      x->d_ino = e.ino;
+      x->d_off = static_cast<off64_t>(e.cookie);
+      x->d_reclen = reclen;
+      x->d_type = e.type;
+    } else {
+      unsigned long ino = e.ino, off = e.cookie;
+      std::memcpy(r, &ino, sizeof ino);
+      std::memcpy(r + sizeof ino, &off, sizeof off);
+      std::memcpy(r + 2 * sizeof ino, &reclen, sizeof reclen);
+      r[len - 1] = static_cast<char>(e.type);
+    }
+    std::memcpy(r + head, e.name.data(), e.name.size());
+    used += len;
+    cookie = e.cookie;
+    return true;
+  });
+  if (!st.ok()) return Fail(st);
+  if (used == 0 && full) return FailErrno(EINVAL);  // as the kernel: the buffer holds no entry
+  s.SetOffset(*d, fd, static_cast<int64_t>(cookie));
+  return static_cast<ssize_t>(used);
+}
+
 }  // namespace mapfs::preload
 
 using namespace mapfs::preload;  // NOLINT: wrapper files only
@@ -108,6 +160,12 @@ MAPFS_EXPORT DIR* fdopendir(int fd) {
     return nullptr;
   }
   return NewDir(fd, std::move(d));
+}
+
+// glibc's own wrapper of the call (2.30 and later).
+MAPFS_EXPORT ssize_t getdents64(int fd, void* buf, size_t n) {
+  if (MapfsFd(fd)) return GetDents(fd, buf, n, true);
+  return REAL(getdents64)(fd, buf, n);
 }
 
 MAPFS_EXPORT DIR* opendir(const char* path) {

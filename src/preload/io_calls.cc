@@ -398,6 +398,16 @@ MAPFS_EXPORT int posix_fadvise(int fd, off_t off, off_t len, int advice) {
   if (MapfsFd(fd)) return (advice < 0 || advice > 5 || len < 0) ? EINVAL : 0;  // advice only
   return REAL(posix_fadvise)(fd, off, len, advice);
 }
+// readahead(2): the pool is memory, there is nothing to bring in; the
+// kernel's checks (a readable descriptor of a regular file).
+MAPFS_EXPORT ssize_t readahead(int fd, off64_t off, size_t n) {
+  if (DescRef d = MapfsFd(fd)) {
+    if ((d->file->flags & O_ACCMODE) == O_WRONLY) return FailErrno(EBADF);
+    if (d->file->is_dir) return FailErrno(EINVAL);
+    return 0;
+  }
+  return REAL(readahead)(fd, off, n);
+}
 MAPFS_EXPORT int posix_fadvise64(int fd, off64_t off, off64_t len, int advice) {
   return posix_fadvise(fd, off, len, advice);
 }
@@ -442,6 +452,13 @@ MAPFS_EXPORT int fcntl(int fd, int cmd, ...) {
     case F_GETSIG:
     case F_SETSIG:
       return REAL(fcntl)(fd, cmd, arg);
+    // dnotify: the pool has no change notifications; refused as by a
+    // kernel without dnotify (EINVAL), after the kernel's own checks: no
+    // events is a successful removal, a file is ENOTDIR.
+    case F_NOTIFY:
+      if ((iarg & ~static_cast<long>(DN_MULTISHOT)) == 0) return 0;
+      if (!d->file->is_dir) return FailErrno(ENOTDIR);
+      return FailErrno(EINVAL);
     case F_GETPIPE_SZ:
     case F_SETPIPE_SZ:
       return FailErrno(EBADF);

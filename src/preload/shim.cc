@@ -293,7 +293,11 @@ Shim::Shim() {
   const char* mnt = std::getenv("MAPFS_MOUNT");
   prefix_ = Normalize(mnt && *mnt ? mnt : "/mapfs");
   if (prefix_.size() > 1 && prefix_.back() == '/') prefix_.pop_back();
-  if (prefix_ == "/") return;  // the whole tree cannot belong to mapfs
+  if (prefix_ == "/") {  // the whole tree cannot belong to mapfs: route nothing, and say so
+    static const char kWhy[] = "mapfs: MAPFS_MOUNT=/ would give every path to the pool: the shim routes nothing\n";
+    (void)!REAL(write)(2, kWhy, sizeof kWhy - 1);
+    return;
+  }
   prefix_name_ = prefix_.substr(prefix_.rfind('/') + 1);
   devnull_ = MoveHigh(REAL(open)("/dev/null", O_RDONLY | O_CLOEXEC));
   if (devnull_ < 0) return;
@@ -315,8 +319,18 @@ fs::FileSystem* Shim::Fs() {
       else if (!std::strcmp(m, "strict")) fo.mode = 2;
     }
     auto r = fs::FileSystem::Mount(pool_, fo);
-    if (r.ok()) fs_ = std::move(*r);
-    else mount_errno_ = r.status().code() ? r.status().code() : EIO;
+    if (r.ok()) {
+      fs_ = std::move(*r);
+    } else {
+      mount_errno_ = r.status().code() ? r.status().code() : EIO;
+      // Said once per process, on stderr: every call on the prefix fails
+      // from now on and errno alone cannot say why (`mapfs run` checks
+      // the pool before it starts the program; a bare LD_PRELOAD does not).
+      std::string line = "mapfs: " + prefix_ + " is unusable: " + r.status().message();
+      if (r.status().message().find(pool_) == std::string::npos) line += " (pool " + pool_ + ")";
+      line += "\n";
+      (void)!REAL(write)(2, line.data(), line.size());
+    }
   });
   if (!fs_ || down_.load(std::memory_order_acquire)) {
     errno = fs_ ? EIO : mount_errno_;

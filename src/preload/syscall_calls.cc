@@ -13,12 +13,15 @@
 // the wrappers, so a wrapper's result is returned as is, except where the
 // raw call's result differs from the wrapper's (getcwd, posix_fadvise).
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <stdarg.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/sendfile.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
@@ -28,6 +31,9 @@
 #include <unistd.h>
 #include <utime.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <optional>
 
@@ -38,6 +44,10 @@
 using namespace mapfs::preload;  // NOLINT: wrapper files only
 
 namespace {
+
+// Numbers newer than glibc 2.36's headers (x86-64).
+constexpr long kSysCachestat = 451;
+constexpr long kSysFchmodat2 = 452;
 
 // The raw call's arguments, typed.
 struct Args {
@@ -54,14 +64,31 @@ struct Args {
   }
 };
 
-long Refuse(long n) {
-  MAPFS_LOG("syscall(%ld) on a mapfs file or path is not supported by the shim: ENOSYS", n);
+// A refused number: ENOSYS, and one line on stderr per number and process
+// naming the call (a program that falls back quietly should not flood it;
+// one that fails should say why). Through the shim's own write(): stderr
+// may be a mapfs file.
+long Refuse(long n, const char* name) {
+  static std::atomic<bool> said[1024];
+  if (n < 0 || n >= 1024 || !said[n].exchange(true)) {
+    char line[200];
+    int k = std::snprintf(line, sizeof line,
+                          "mapfs: syscall(SYS_%s) on a mapfs file or path is not supported by the shim: ENOSYS\n", name);
+    if (k > 0) (void)!write(2, line, std::min<size_t>(static_cast<size_t>(k), sizeof line - 1));
+  }
   errno = ENOSYS;
   return -1;
 }
 
 bool PoolPath(int dirfd, const char* path) { return path != nullptr && MapfsPath(dirfd, path).mapfs; }
 bool PoolFd(int fd) { return static_cast<bool>(MapfsFd(fd)); }
+
+// A raw result (-errno on failure) as syscall() returns it.
+long Errno(long r) {
+  if (r >= 0) return r;
+  errno = static_cast<int>(-r);
+  return -1;
+}
 
 // The wrapper's result for a forwarded number; nullopt for any other
 // (Refused() is asked next, then the kernel).
@@ -105,6 +132,8 @@ std::optional<long> Forward(long n, const Args& x) {
       if (e != 0) errno = e;
       return e == 0 ? 0 : -1;
     }
+    case SYS_readahead: return readahead(x.fd(0), x.a[1], x.z(2));
+    case SYS_splice: return splice(x.fd(0), x.p<off64_t>(1), x.fd(2), x.p<off64_t>(3), x.z(4), x.u(5));
     case SYS_fcntl: return fcntl(x.fd(0), x.fd(1), x.a[2]);
     case SYS_flock: return flock(x.fd(0), x.fd(1));
     case SYS_copy_file_range:
@@ -121,6 +150,21 @@ std::optional<long> Forward(long n, const Args& x) {
     }
     case SYS_msync: return msync(x.p<void>(0), x.z(1), x.fd(2));
     case SYS_mprotect: return mprotect(x.p<void>(0), x.z(1), x.fd(2));
+    // Unix sockets at pool paths (socket_calls.cc).
+    case SYS_bind: return bind(x.fd(0), x.p<const sockaddr>(1), static_cast<socklen_t>(x.u(2)));
+    case SYS_connect: return connect(x.fd(0), x.p<const sockaddr>(1), static_cast<socklen_t>(x.u(2)));
+    case SYS_sendto:
+      return sendto(x.fd(0), x.p<const void>(1), x.z(2), x.fd(3), x.p<const sockaddr>(4), static_cast<socklen_t>(x.u(5)));
+    case SYS_sendmsg: return sendmsg(x.fd(0), x.p<const msghdr>(1), x.fd(2));
+    // The kernel's AIO (aio_calls.cc): its results are -errno.
+    case SYS_io_submit: return Errno(AioSubmit(static_cast<unsigned long>(x.a[0]), x.a[1], x.p<iocb*>(2)));
+    case SYS_io_getevents:
+      return Errno(AioGetEvents(static_cast<unsigned long>(x.a[0]), x.a[1], x.a[2], x.p<io_event>(3), x.p<timespec>(4), nullptr));
+    case SYS_io_pgetevents:
+      return Errno(AioGetEvents(static_cast<unsigned long>(x.a[0]), x.a[1], x.a[2], x.p<io_event>(3), x.p<timespec>(4),
+                                x.p<const void>(5)));
+    case SYS_io_destroy: return Errno(AioDestroy(static_cast<unsigned long>(x.a[0])));
+    case SYS_io_cancel: return Errno(AioCancel(static_cast<unsigned long>(x.a[0]), x.p<iocb>(1), x.p<io_event>(2)));
     // Metadata.
     case SYS_stat: return stat(x.s(0), x.p<struct stat>(1));
     case SYS_lstat: return lstat(x.s(0), x.p<struct stat>(1));
@@ -134,6 +178,7 @@ std::optional<long> Forward(long n, const Args& x) {
 #ifdef SYS_faccessat2
     case SYS_faccessat2: return faccessat(x.fd(0), x.s(1), x.fd(2), x.fd(3));
 #endif
+    case kSysFchmodat2: return fchmodat(x.fd(0), x.s(1), x.mode(2), x.fd(3));
     case SYS_chmod: return chmod(x.s(0), x.mode(1));
     case SYS_fchmod: return fchmod(x.fd(0), x.mode(1));
     case SYS_fchmodat: return fchmodat(x.fd(0), x.s(1), x.mode(2), 0);
@@ -165,6 +210,11 @@ std::optional<long> Forward(long n, const Args& x) {
     case SYS_symlinkat: return symlinkat(x.s(0), x.fd(1), x.s(2));
     case SYS_readlink: return readlink(x.s(0), x.buf(1), x.z(2));
     case SYS_readlinkat: return readlinkat(x.fd(0), x.s(1), x.buf(2), x.z(3));
+    // Directory entries in the kernel's records (dir_calls.cc).
+    case SYS_getdents:
+    case SYS_getdents64:
+      if (!PoolFd(x.fd(0))) return std::nullopt;
+      return GetDents(x.fd(0), x.p<void>(1), x.z(2), n == SYS_getdents64);
     // The current directory. The raw getcwd returns the length with the NUL.
     case SYS_chdir: return chdir(x.s(0));
     case SYS_fchdir: return fchdir(x.fd(0));
@@ -203,35 +253,45 @@ std::optional<long> Forward(long n, const Args& x) {
   }
 }
 
-// Whether a number the shim does not forward names a pool path or a mapfs
-// descriptor (it must then not reach the kernel, which would act on the
-// wrong file or on the pool file itself).
-bool Refused(long n, const Args& x) {
+// The name of a number the shim does not forward, if `x` names a pool path
+// or a mapfs descriptor (it must then not reach the kernel, which would act
+// on the wrong file, on the placeholder or on the pool file itself); null
+// if the kernel may have the call. tee and vmsplice are not here: they
+// need pipes, and the kernel already fails them on a mapfs descriptor's
+// placeholder exactly as on a regular file (EINVAL, EBADF).
+const char* Refused(long n, const Args& x) {
+#define MAPFS_REFUSE_IF(sys, cond) \
+  case SYS_##sys:                   \
+    return (cond) ? #sys : nullptr
   switch (n) {
-    case SYS_getdents:
-    case SYS_getdents64:
-    case SYS_readahead:
-      return PoolFd(x.fd(0));
-    case SYS_splice:
-    case SYS_tee:
-      return PoolFd(x.fd(0)) || PoolFd(x.fd(2));
-    case SYS_openat2:
-    case SYS_name_to_handle_at:
-      return PoolPath(x.fd(0), x.s(1));
-    case SYS_execveat:  // an empty path with AT_EMPTY_PATH runs the descriptor
-      return PoolPath(x.fd(0), x.s(1)) || (x.s(1) != nullptr && x.s(1)[0] == '\0' && PoolFd(x.fd(0)));
-    case SYS_fanotify_mark: return PoolPath(x.fd(3), x.s(4));
-    case SYS_inotify_add_watch: return PoolPath(AT_FDCWD, x.s(1));
-    case SYS_quotactl: return PoolPath(AT_FDCWD, x.s(1));
-    case SYS_mount: return PoolPath(AT_FDCWD, x.s(0)) || PoolPath(AT_FDCWD, x.s(1));
-    case SYS_chroot:
-    case SYS_acct:
-    case SYS_swapon:
-    case SYS_swapoff:
-    case SYS_umount2:
-      return PoolPath(AT_FDCWD, x.s(0));
-    default: return false;
+    // FIOCLEX/FIONCLEX act on the descriptor, which the placeholder is.
+    MAPFS_REFUSE_IF(ioctl, PoolFd(x.fd(0)) && x.u(1) != FIOCLEX && x.u(1) != FIONCLEX);
+    MAPFS_REFUSE_IF(openat2, PoolPath(x.fd(0), x.s(1)) || PoolFd(x.fd(0)));  // RESOLVE_* flags
+    // A null or empty path with AT_EMPTY_PATH names the descriptor itself.
+    MAPFS_REFUSE_IF(name_to_handle_at, PoolPath(x.fd(0), x.s(1)) || PoolFd(x.fd(0)));
+    MAPFS_REFUSE_IF(open_by_handle_at, PoolFd(x.fd(0)));
+    MAPFS_REFUSE_IF(execveat, PoolPath(x.fd(0), x.s(1)) || PoolFd(x.fd(0)));
+    MAPFS_REFUSE_IF(fanotify_mark, PoolPath(x.fd(3), x.s(4)) || PoolFd(x.fd(3)));
+    MAPFS_REFUSE_IF(inotify_add_watch, PoolPath(AT_FDCWD, x.s(1)));
+    MAPFS_REFUSE_IF(quotactl, PoolPath(AT_FDCWD, x.s(1)));
+    MAPFS_REFUSE_IF(quotactl_fd, PoolFd(x.fd(0)));
+    MAPFS_REFUSE_IF(mount, PoolPath(AT_FDCWD, x.s(0)) || PoolPath(AT_FDCWD, x.s(1)));
+    MAPFS_REFUSE_IF(pivot_root, PoolPath(AT_FDCWD, x.s(0)) || PoolPath(AT_FDCWD, x.s(1)));
+    MAPFS_REFUSE_IF(open_tree, PoolPath(x.fd(0), x.s(1)) || PoolFd(x.fd(0)));
+    MAPFS_REFUSE_IF(fspick, PoolPath(x.fd(0), x.s(1)) || PoolFd(x.fd(0)));
+    MAPFS_REFUSE_IF(mount_setattr, PoolPath(x.fd(0), x.s(1)) || PoolFd(x.fd(0)));
+    MAPFS_REFUSE_IF(move_mount, PoolPath(x.fd(0), x.s(1)) || PoolFd(x.fd(0)) || PoolPath(x.fd(2), x.s(3)) ||
+                                    PoolFd(x.fd(2)));
+    MAPFS_REFUSE_IF(chroot, PoolPath(AT_FDCWD, x.s(0)));
+    MAPFS_REFUSE_IF(acct, PoolPath(AT_FDCWD, x.s(0)));
+    MAPFS_REFUSE_IF(swapon, PoolPath(AT_FDCWD, x.s(0)));
+    MAPFS_REFUSE_IF(swapoff, PoolPath(AT_FDCWD, x.s(0)));
+    MAPFS_REFUSE_IF(umount2, PoolPath(AT_FDCWD, x.s(0)));
+    MAPFS_REFUSE_IF(uselib, PoolPath(AT_FDCWD, x.s(0)));
+    case kSysCachestat: return PoolFd(x.fd(0)) ? "cachestat" : nullptr;
+    default: return nullptr;
   }
+#undef MAPFS_REFUSE_IF
 }
 
 }  // namespace
@@ -244,7 +304,7 @@ MAPFS_EXPORT long syscall(long n, ...) {
   va_end(ap);
   if (!in_core && Shim::Get().enabled()) {
     if (std::optional<long> r = Forward(n, x)) return *r;
-    if (Refused(n, x)) return Refuse(n);
+    if (const char* name = Refused(n, x)) return Refuse(n, name);
   }
   return REAL(syscall)(n, x.a[0], x.a[1], x.a[2], x.a[3], x.a[4], x.a[5]);
 }

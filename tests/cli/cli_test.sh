@@ -56,6 +56,9 @@ run_refused 2 "must be an absolute path" --pool "$dir/p" --mount rel
 run_refused 2 "must be a normal path" --pool "$dir/p" --mount /a/../b
 run_refused 2 "must not end with /" --pool "$dir/p" --mount /m/
 run_refused 2 "needs a value" --pool "$dir/p" --mount
+run_refused 2 "must be an absolute path" --pool "$dir/p" --mount ""
+MAPFS_MOUNT=/ run_refused 2 "MAPFS_MOUNT '/': cannot be /" --pool "$dir/p"
+MAPFS_MOUNT=rel run_refused 2 "MAPFS_MOUNT 'rel': must be an absolute path" --pool "$dir/p"
 run_refused 1 "not a mapfs pool" --pool "$dir/junk"
 ln -s "$dir/p" "$dir/link"
 run_refused 1 "symbolic link" --pool "$dir/link"
@@ -64,6 +67,12 @@ run_refused 1 "symbolic link" --pool "$dir/link"
 if [ -e "$(dirname "$MAPFS")/../lib/libmapfs-preload.so" ]; then
   "$MAPFS" run --pool "$dir/p" --mount /m -- sh -c 'echo x > /m/f' || fail "run with a good prefix"
   [ "$("$MAPFS" cat "$dir/p" /f)" = x ] || fail "run wrote nothing through /m"
+  # The shim preloaded by hand on a file that is no pool: one line on
+  # stderr saying why, however many calls fail.
+  MAPFS_POOL="$dir/junk" LD_PRELOAD="$(dirname "$MAPFS")/../lib/libmapfs-preload.so" \
+    ls /mapfs/a /mapfs/b >/dev/null 2>"$dir/err" && fail "ls on an unusable pool succeeded"
+  [ "$(grep -c '^mapfs: /mapfs is unusable: .*not a mapfs pool' "$dir/err")" = 1 ] ||
+    fail "bare shim on a non-pool: want one line saying why: $(cat "$dir/err")"
 fi
 # A pool on a tmpfs smaller than the pool (made without --reserve): when
 # the tmpfs is full, writes fail with ENOSPC and a clear message (never

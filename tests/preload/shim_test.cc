@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -491,14 +492,17 @@ TEST(Shim, UnseenRelativeCallsNeverReachTheLaunchDirectory) {
   ASSERT_EQ(mkdir((d + "/unseen").c_str(), 0755), 0);
   ASSERT_EQ(chdir((d + "/unseen").c_str()), 0);
 
+  // A relative bind() names a socket in the pool's cwd (socket_calls.cc).
   int s = socket(AF_UNIX, SOCK_STREAM, 0);
   ASSERT_GE(s, 0);
   sockaddr_un a{};
   a.sun_family = AF_UNIX;
   std::strcpy(a.sun_path, "mapfs-bind-victim");
-  EXPECT_EQ(bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a), -1);
-  EXPECT_EQ(errno, ENOENT);
+  EXPECT_EQ(bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << strerror(errno);
   close(s);
+  struct stat sst;
+  EXPECT_EQ(lstat((d + "/unseen/mapfs-bind-victim").c_str(), &sst), 0);
+  EXPECT_TRUE(S_ISSOCK(sst.st_mode));
   long rc;
   const char* name = "mapfs-raw-victim";
   asm volatile("syscall" : "=a"(rc) : "a"(SYS_mkdir), "D"(name), "S"(0755) : "rcx", "r11", "memory");
@@ -588,8 +592,8 @@ TEST(Shim, SyscallNumbersAreRoutedLikeTheirWrappers) {
   EXPECT_EQ(syscall(SYS_read, fd, buf, sizeof buf), 3);
   char dents[1024];
   errno = 0;
-  EXPECT_EQ(syscall(SYS_getdents64, fd, dents, sizeof dents), -1) << "not served on mapfs descriptors";
-  EXPECT_EQ(errno, ENOSYS);
+  EXPECT_EQ(syscall(SYS_getdents64, fd, dents, sizeof dents), -1) << "a file, not a directory";
+  EXPECT_EQ(errno, ENOTDIR);
   close(fd);
   for (const char* n : {"sl", "sl2", "h1", "h4", "mapfs-shim-syscall-victim"})
     EXPECT_EQ(syscall(SYS_unlink, n), 0) << n;
@@ -599,6 +603,97 @@ TEST(Shim, SyscallNumbersAreRoutedLikeTheirWrappers) {
   EXPECT_EQ(syscall(SYS_rmdir, "m"), 0);
   ASSERT_EQ(chdir(old), 0);
   unlink(victim.c_str());
+}
+
+// fcntl(F_NOTIFY) on pool files: the kernel's checks, then the refusal of a
+// kernel without dnotify (EINVAL) for a directory.
+TEST(Shim, DnotifyIsRefusedAsWithoutDnotify) {
+  std::string d = Dir();
+  int dfd = open(d.c_str(), O_RDONLY | O_DIRECTORY);
+  ASSERT_GE(dfd, 0);
+  int fd = open((d + "/f").c_str(), O_CREAT | O_RDWR, 0644);
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(fcntl(dfd, F_NOTIFY, DN_CREATE | DN_MULTISHOT), -1);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(fcntl(fd, F_NOTIFY, DN_CREATE), -1);
+  EXPECT_EQ(errno, ENOTDIR);
+  EXPECT_EQ(fcntl(dfd, F_NOTIFY, 0), 0) << "no events: removes nothing, succeeds";
+  close(fd);
+  close(dfd);
+}
+
+// Unix sockets bound at pool paths: the pool holds a socket node, other
+// processes connect through it; the kernel's answers for a name in use, a
+// name that is no socket and a missing name; datagrams by address; nothing
+// appears at the launch directory or a kernel /mapfs.
+TEST(Shim, UnixSocketsAtPoolPaths) {
+  std::string d = Dir();
+  std::string path = d + "/sock";
+  int srv = socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(srv, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::strcpy(a.sun_path, path.c_str());
+  socklen_t alen = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path.size() + 1);
+  ASSERT_EQ(bind(srv, reinterpret_cast<sockaddr*>(&a), alen), 0) << strerror(errno);
+  ASSERT_EQ(listen(srv, 4), 0);
+  struct stat st;
+  ASSERT_EQ(lstat(path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  int again = socket(AF_UNIX, SOCK_STREAM, 0);
+  EXPECT_EQ(bind(again, reinterpret_cast<sockaddr*>(&a), alen), -1);
+  EXPECT_EQ(errno, EADDRINUSE);
+  close(again);
+
+  pid_t pid = fork();
+  if (pid == 0) {  // another process finds the socket by its pool name
+    int c = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (connect(c, reinterpret_cast<sockaddr*>(&a), alen) != 0) _exit(1);
+    if (write(c, "ping", 4) != 4) _exit(2);
+    char b[4];
+    if (read(c, b, 4) != 4 || std::memcmp(b, "pong", 4) != 0) _exit(3);
+    _exit(0);
+  }
+  int conn = accept(srv, nullptr, nullptr);
+  ASSERT_GE(conn, 0) << strerror(errno);
+  char b[4];
+  ASSERT_EQ(read(conn, b, 4), 4);
+  EXPECT_EQ(std::string(b, 4), "ping");
+  ASSERT_EQ(write(conn, "pong", 4), 4);
+  EXPECT_EQ(WaitChild(pid), 0);
+  close(conn);
+
+  // Datagrams sent to a pool name.
+  std::string dpath = d + "/dgram";
+  int ds = socket(AF_UNIX, SOCK_DGRAM, 0);
+  sockaddr_un da{};
+  da.sun_family = AF_UNIX;
+  std::strcpy(da.sun_path, dpath.c_str());
+  ASSERT_EQ(bind(ds, reinterpret_cast<sockaddr*>(&da), sizeof da), 0) << strerror(errno);
+  int dc = socket(AF_UNIX, SOCK_DGRAM, 0);
+  EXPECT_EQ(sendto(dc, "dg", 2, 0, reinterpret_cast<sockaddr*>(&da), sizeof da), 2) << strerror(errno);
+  EXPECT_EQ(recv(ds, b, sizeof b, 0), 2);
+  close(dc);
+  close(ds);
+
+  // The kernel's answers for names that are not sockets.
+  int c = socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un x{};
+  x.sun_family = AF_UNIX;
+  std::strcpy(x.sun_path, (d + "/missing").c_str());
+  EXPECT_EQ(connect(c, reinterpret_cast<sockaddr*>(&x), sizeof x), -1);
+  EXPECT_EQ(errno, ENOENT);
+  int fd = open((d + "/plain").c_str(), O_CREAT | O_WRONLY, 0644);
+  close(fd);
+  std::strcpy(x.sun_path, (d + "/plain").c_str());
+  EXPECT_EQ(connect(c, reinterpret_cast<sockaddr*>(&x), sizeof x), -1);
+  EXPECT_EQ(errno, ECONNREFUSED);
+  // Once the name is gone, nobody reaches the socket by it.
+  ASSERT_EQ(unlink(path.c_str()), 0);
+  EXPECT_EQ(connect(c, reinterpret_cast<sockaddr*>(&a), alen), -1);
+  EXPECT_EQ(errno, ENOENT);
+  close(c);
+  close(srv);
 }
 
 TEST(Shim, RecordLocksAndFlockBetweenProcesses) {
