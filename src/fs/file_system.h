@@ -218,6 +218,8 @@ class FileSystem {
   // may_delete: `c` may remove `victim` from directory `dir` (write and
   // search on it, and the sticky rule). EACCES / EPERM.
   Status MayDelete(const Cred& c, uint64_t dir, uint64_t victim);
+  // may_linkat with protected hardlinks. EPERM.
+  Status MayLink(const Cred& c, const meta::format::Inode* in);
   // may_create: write and search on the directory. EACCES.
   Status MayCreate(const Cred& c, uint64_t dir);
   // Drops set-ID bits a write or truncate by `c` must clear (in place,

@@ -205,6 +205,17 @@ Status FileSystem::Access(std::string_view path, int mode, int flags, uint64_t a
   }
 }
 
+// Linux with fs.protected_hardlinks = 1 (every major distribution's
+// default): who does not own a file may link it only if it is a regular
+// file without set-ID bits that he may read and write.
+Status FileSystem::MayLink(const Cred& c, const Inode* in) {
+  if (c.root() || c.uid == UidOf(in)) return Status::Ok();
+  uint64_t m = medium::Load64(&in->mode);
+  bool safe = S_ISREG(m) && !(m & S_ISUID) && (m & (S_ISGID | S_IXGRP)) != (S_ISGID | S_IXGRP) &&
+              InodePermission(c, in, kMayRead | kMayWrite).ok();
+  return safe ? Status::Ok() : Status::Error(EPERM, "hard link to a file of another user (protected hardlinks)");
+}
+
 Status FileSystem::MayCreate(const Cred& c, uint64_t dir) { return InodePermission(c, Ino(dir), kMayWrite | kMayExec); }
 
 Status FileSystem::MayDelete(const Cred& c, uint64_t dir, uint64_t victim) {
@@ -508,7 +519,9 @@ Status FileSystem::Link(std::string_view from, std::string_view to, bool follow,
     Status st = LockAndRecheck(&ls, *d, 0);
     if (st.code() == EAGAIN) continue;
     if (!st.ok()) return st;
-    // may_create, then the directory's EPERM (vfs_link's order).
+    // may_linkat (protected hardlinks), may_create, then the directory's
+    // EPERM (do_linkat's and vfs_link's order).
+    MAPFS_RETURN_IF_ERROR(MayLink(cr, Ino(s->ino)));
     MAPFS_RETURN_IF_ERROR(MayCreate(cr, d->parent));
     if (s->type == DT_DIR) return Status::Error(EPERM, "hard link to a directory");
     Inode* in = Ino(s->ino);
@@ -715,6 +728,9 @@ Status ChownFn(const Cred& c, uid_t uid, gid_t gid, Inode* in, MetaTx* tx, uint6
   if (gid != static_cast<gid_t>(-1) && !c.root() && !(c.uid == u && (gid == g || c.InGroup(gid))))
     return Status::Error(EPERM, "chgrp: only the owner, to a group he is in, or root");
   uint64_t drop = SetIdBitsToDrop(c, in->mode, static_cast<gid_t>(g), true);
+  // Dropping them is a mode change: the owner's or root's (so a chown with
+  // no ids by anyone else fails on a set-ID file, as on Linux).
+  if (drop != 0) MAPFS_RETURN_IF_ERROR(OwnerOrRoot(c, static_cast<uid_t>(u), "chown"));
   if (uid != static_cast<uid_t>(-1)) u = uid;
   if (gid != static_cast<gid_t>(-1)) g = gid;
   MAPFS_RETURN_IF_ERROR(tx->Store64(v + offsetof(Inode, uid_gid), u | (g << 32)));
