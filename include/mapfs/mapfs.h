@@ -115,6 +115,15 @@ int mapfs_fchmod(mapfs_t *fs, int fd, mode_t mode);
 int mapfs_chown(mapfs_t *fs, const char *path, uid_t uid, gid_t gid);
 int mapfs_lchown(mapfs_t *fs, const char *path, uid_t uid, gid_t gid);
 int mapfs_fchown(mapfs_t *fs, int fd, uid_t uid, gid_t gid);
+/* access(2) / faccessat(2) inside the pool: mode F_OK or R_OK|W_OK|X_OK;
+ * flags AT_EACCESS (effective ids; default: the real ones) and
+ * AT_SYMLINK_NOFOLLOW. */
+int mapfs_access(mapfs_t *fs, const char *path, int mode, int flags);
+/* Permissions are checked as Linux checks them, against the calling
+ * process's user, group and supplementary groups, read at mapfs_mount and
+ * then cached: a program that changes its ids (setuid, setgroups, ...)
+ * after mounting calls this for the new ones to count. */
+void mapfs_refresh_credentials(void);
 /* ts NULL = now; UTIME_NOW and UTIME_OMIT honoured. Follows symlinks. */
 int mapfs_utimens(mapfs_t *fs, const char *path, const struct timespec ts[2]);
 int mapfs_lutimens(mapfs_t *fs, const char *path, const struct timespec ts[2]);

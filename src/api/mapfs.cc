@@ -144,6 +144,9 @@ mapfs_t* mapfs_mount(const char* pool, const struct mapfs_options* opt) {
   }
   mapfs::fs::FsOptions fo;
   fo.mode = opt ? opt->mode : -1;
+  // The ids may have changed since an earlier mount (a forked child that
+  // switched users and mounts): read them afresh.
+  mapfs::fs::InvalidateProcessCred();
   if (fo.mode > 2 || fo.mode < -1) {
     FailErrno(EINVAL, "bad mode");
     return nullptr;
@@ -394,6 +397,11 @@ int mapfs_fchown(mapfs_t* fs, int fd, uid_t uid, gid_t gid) {
   MAPFS_GET_FD(fs, fd, d);
   return Ret(fs->fs->Fchown(*d->f, uid, gid));
 }
+int mapfs_access(mapfs_t* fs, const char* path, int mode, int flags) {
+  MAPFS_CHECK_PATH(path);
+  MAPFS_PATH_CALL(fs->fs->Access(path, mode, flags));
+}
+void mapfs_refresh_credentials(void) { mapfs::fs::InvalidateProcessCred(); }
 int mapfs_utimens(mapfs_t* fs, const char* path, const struct timespec ts[2]) {
   MAPFS_CHECK_PATH(path);
   MAPFS_PATH_CALL(fs->fs->Utimens(path, ts, true));

@@ -36,7 +36,7 @@ Status FileSystem::CheckWritable(const OpenFile& f) const {
   return Status::Ok();
 }
 
-Status FileSystem::OpenExisting(const Walk& w, int flags, std::shared_ptr<OpenFile>* out) {
+Status FileSystem::OpenExisting(const Cred& cr, const Walk& w, int flags, std::shared_ptr<OpenFile>* out) {
   // Pin the inode (open count) while its name is locked: an unlink needs
   // the parent's write lock, so it either ran before (we see no entry) or
   // runs after (and sees the count).
@@ -64,13 +64,22 @@ Status FileSystem::OpenExisting(const Walk& w, int flags, std::shared_ptr<OpenFi
   int acc = flags & O_ACCMODE;
   if (S_ISLNK(mode)) return fail(Status::Error(ELOOP, "is a symbolic link"));
   if ((flags & O_DIRECTORY) && !S_ISDIR(mode)) return fail(Status::Error(ENOTDIR, "not a directory"));
-  // FIFOs, sockets and devices are only recorded (Mknod): nothing here can
-  // serve them.
-  if (!S_ISREG(mode) && !S_ISDIR(mode)) return fail(Status::Error(ENXIO, "a special file (FIFO, socket or device)"));
   if (S_ISDIR(mode)) {
     if (acc != O_RDONLY || (flags & O_TRUNC)) return fail(Status::Error(EISDIR, "is a directory"));
     f->is_dir = true;
   }
+  // may_open: the access the flags ask for (O_TRUNC writes; execution
+  // instead of reading for a program), then O_NOATIME for the owner only.
+  int mask = (flags & kOpenExec) ? kMayExec : acc == O_RDONLY ? kMayRead : acc == O_WRONLY ? kMayWrite : kMayRead | kMayWrite;
+  if (flags & O_TRUNC) mask |= kMayWrite;
+  if (flags & O_PATH) mask = 0;  // a handle to walk from or to fstat: no access to the file
+  if ((flags & kOpenExec) && !S_ISREG(mode)) return fail(Status::Error(EACCES, "not a regular file"));
+  Status perm = InodePermission(cr, in, mask);
+  if (perm.ok() && (flags & O_NOATIME)) perm = OwnerOrRoot(cr, UidOf(in), "O_NOATIME");
+  if (!perm.ok()) return fail(perm);
+  // FIFOs, sockets and devices are only recorded (Mknod): nothing here can
+  // serve them (after the permission check, as a kernel's open would be).
+  if (!S_ISREG(mode) && !S_ISDIR(mode)) return fail(Status::Error(ENXIO, "a special file (FIFO, socket or device)"));
   if ((flags & O_TRUNC) && acc != O_RDONLY && S_ISREG(mode)) {
     Status st = Ftruncate(*f, 0);
     if (!st.ok()) return fail(st);
@@ -84,18 +93,19 @@ Result<std::shared_ptr<OpenFile>> FileSystem::Open(std::string_view path, int fl
   if ((flags & O_ACCMODE) == O_ACCMODE) return Status::Error(EINVAL, "bad access mode");
   // Linux >= 6.4 refuses this combination outright.
   if ((flags & O_CREAT) && (flags & O_DIRECTORY)) return Status::Error(EINVAL, "O_CREAT with O_DIRECTORY");
+  const Cred& cr = CurrentCred();
   bool excl = (flags & O_CREAT) && (flags & O_EXCL);
   bool follow = !excl && !(flags & O_NOFOLLOW);
   if ((flags & O_CREAT) && !path.empty() && path.back() == '/') {
     // Linux judges the trailing slash before the last component: EISDIR
     // whatever "name/" is, once its directory resolves ("." and ".." and
     // the root go the usual way).
-    auto w = Resolve(at, path, false, 0, true);
+    auto w = Resolve(cr, at, path, false, 0, true);
     if (!w.ok()) return w.status();
     if (!IsDot(w->name)) return Status::Error(EISDIR, "is a directory");
   }
   for (;;) {
-    auto w = Resolve(at, path, follow);
+    auto w = Resolve(cr, at, path, follow);
     if (!w.ok()) return w.status();
     std::shared_ptr<OpenFile> f;
     if (w->ino == 0) {
@@ -115,7 +125,7 @@ Result<std::shared_ptr<OpenFile>> FileSystem::Open(std::string_view path, int fl
     // O_CREAT never opens a directory, and never creates through "name/".
     if ((flags & O_CREAT) && (w->trailing_slash || w->type == DT_DIR)) return Status::Error(EISDIR, "is a directory");
     if ((flags & O_NOFOLLOW) && w->type == DT_LNK) return Status::Error(ELOOP, "is a symbolic link");
-    Status st = OpenExisting(*w, flags, &f);
+    Status st = OpenExisting(cr, *w, flags, &f);
     if (st.code() == EAGAIN) continue;
     if (!st.ok()) return st;
     return f;
@@ -162,12 +172,23 @@ Result<size_t> FileSystem::Write(OpenFile& f, const void* buf, size_t n, int64_t
   InodeLock l(locks_.get(), f.ino, true);
   mount_->vm().Sync();
   Inode* in = Ino(f.ino);
+  if (in->mode & (S_ISUID | S_ISGID)) DropSetIdOnWrite(f.ino);
   // As Linux: O_APPEND appends even for pwrite.
   uint64_t at = (f.flags & O_APPEND) ? in->size : off < 0 ? f.offset : static_cast<uint64_t>(off);
   auto r = data_->Write(in, inodes_->VoffOf(f.ino), buf, n, at, mode >= 0 ? static_cast<file::Mode>(mode) : f.mode,
                         Mapped(f.ino), f.ino);
   if (r.ok() && off < 0) f.offset = at + *r;
   return r;
+}
+
+void FileSystem::DropSetIdOnWrite(uint64_t ino) {
+  Inode* in = Ino(ino);
+  uint64_t drop = SetIdBitsToDrop(CurrentCred(), in->mode, GidOf(in), false);
+  if (drop == 0) return;
+  // One word in its own transaction: a failure leaves the bits (as a
+  // crash before it would); the write itself goes on.
+  MetaTx tx(&mount_->pool(), &mount_->vm());
+  if (tx.Store64(inodes_->VoffOf(ino) + offsetof(Inode, mode), in->mode & ~drop).ok()) (void)tx.Commit();
 }
 
 Result<uint64_t> FileSystem::Seek(OpenFile& f, int64_t off, int whence) {
@@ -206,6 +227,7 @@ Status FileSystem::Ftruncate(OpenFile& f, int64_t size) {
   InodeLock l(locks_.get(), f.ino, true);
   mount_->vm().Sync();
   Inode* in = Ino(f.ino);
+  if (in->mode & (S_ISUID | S_ISGID)) DropSetIdOnWrite(f.ino);
   MAPFS_RETURN_IF_ERROR(
       data_->Truncate(in, inodes_->VoffOf(f.ino), static_cast<uint64_t>(size), f.mode, Mapped(f.ino), f.ino));
   int64_t now = file::NowNs();
@@ -221,12 +243,13 @@ Status FileSystem::Truncate(std::string_view path, int64_t size, uint64_t at) {
   // pins it, so an unlink and a create that reuses the inode number cannot
   // slip in between the lookup and the truncation.
   for (;;) {
-    auto w = Resolve(at, path, true);
+    const Cred& cr = CurrentCred();
+    auto w = Resolve(cr, at, path, true);
     if (!w.ok()) return w.status();
     if (w->ino == 0) return Status::Error(ENOENT, "no such file or directory");
     if (w->type == DT_DIR) return Status::Error(EISDIR, "is a directory");
     std::shared_ptr<OpenFile> f;
-    Status st = OpenExisting(*w, O_WRONLY, &f);
+    Status st = OpenExisting(cr, *w, O_WRONLY, &f);
     if (st.code() == EAGAIN) continue;
     // Special files cannot be opened here; truncate(2) calls them EINVAL.
     if (st.code() == ENXIO) return Status::Error(EINVAL, "not a regular file");
@@ -243,6 +266,7 @@ Status FileSystem::Fallocate(OpenFile& f, int mode, int64_t off, int64_t len) {
   if (f.is_dir) return Status::Error(EISDIR, "is a directory");
   InodeLock l(locks_.get(), f.ino, true);
   mount_->vm().Sync();
+  if (Ino(f.ino)->mode & (S_ISUID | S_ISGID)) DropSetIdOnWrite(f.ino);
   return data_->Fallocate(Ino(f.ino), inodes_->VoffOf(f.ino), mode, static_cast<uint64_t>(off),
                           static_cast<uint64_t>(len), f.mode, Mapped(f.ino), f.ino);
 }
@@ -287,7 +311,7 @@ Status FileSystem::Fstat(OpenFile& f, struct stat* st) {
 
 Status FileSystem::Stat(std::string_view path, struct stat* st, bool follow, uint64_t at) {
   for (;;) {
-    auto w = Resolve(at, path, follow);
+    auto w = Resolve(CurrentCred(), at, path, follow);
     if (!w.ok()) return w.status();
     if (w->ino == 0) return Status::Error(ENOENT, "no such file or directory");
     InodeLock l(locks_.get(), w->ino, false);

@@ -28,6 +28,7 @@
 
 #include "common/status.h"
 #include "dir/cib.h"
+#include "fs/cred.h"
 #include "file/file_data.h"
 #include "meta/inode_locks.h"
 #include "meta/inode_table.h"
@@ -37,6 +38,9 @@ namespace mapfs::fs {
 
 // Per-open consistency-mode flags (bits Linux does not use for open(2)).
 constexpr int kOpenModePosix = 0x10000000;
+// Open for execution (the shim's execve reads the program): checks execute
+// permission instead of read, as execve(2); the description reads.
+constexpr int kOpenExec = 0x08000000;
 constexpr int kOpenModeSync = 0x20000000;
 constexpr int kOpenModeStrict = 0x40000000;
 constexpr int kOpenModeMask = kOpenModePosix | kOpenModeSync | kOpenModeStrict;
@@ -194,6 +198,10 @@ class FileSystem {
               uint64_t to_at = 0);
   Status Symlink(std::string_view target, std::string_view path, uint64_t at = 0, const Owner* owner = nullptr);
   Result<std::string> Readlink(std::string_view path, uint64_t at = 0);
+  // access(2) / faccessat(2): `mode` is F_OK or R_OK|W_OK|X_OK; flags
+  // AT_EACCESS (check with the effective ids, else the real ones, for the
+  // path walk too) and AT_SYMLINK_NOFOLLOW.
+  Status Access(std::string_view path, int mode, int flags = 0, uint64_t at = 0);
   Status Chmod(std::string_view path, mode_t mode, bool follow = true, uint64_t at = 0);
   Status Chown(std::string_view path, uid_t uid, gid_t gid, bool follow = true, uint64_t at = 0);
   // ts may be null (now); UTIME_NOW / UTIME_OMIT honoured.
@@ -230,7 +238,10 @@ class FileSystem {
   // With a prefix, a walk that leaves the pool returns kLeavesPool (see
   // LinkChain). depth 0: the caller's own path (its length limited), the
   // links followed before it (LinkChain) counted.
-  Result<Walk> Resolve(uint64_t at, std::string_view path, bool follow_last, int depth = 0,
+  //
+  // Every directory the walk passes through (the last component's parent
+  // included) must grant `c` search permission (EACCES otherwise).
+  Result<Walk> Resolve(const Cred& c, uint64_t at, std::string_view path, bool follow_last, int depth = 0,
                        bool keep_last = false);
   // Records the exit of a walk leaving the pool; returns kLeavesPool.
   Status Leave(std::string path, int links, std::string_view link);
@@ -244,7 +255,18 @@ class FileSystem {
                     const Owner* owner, uint64_t rdev = 0);
   bool IsAncestor(uint64_t anc, uint64_t d);
   Status FillStat(uint64_t ino, struct stat* st);
-  Status OpenExisting(const Walk& w, int flags, std::shared_ptr<OpenFile>* out);
+  // Opens what the walk found, after the checks of open(2) for `c`.
+  Status OpenExisting(const Cred& c, const Walk& w, int flags, std::shared_ptr<OpenFile>* out);
+  // may_delete: `c` may remove `victim` from directory `dir` (write and
+  // search on it, and the sticky rule). EACCES / EPERM.
+  Status MayDelete(const Cred& c, uint64_t dir, uint64_t victim);
+  // may_linkat with protected hardlinks. EPERM.
+  Status MayLink(const Cred& c, const meta::format::Inode* in);
+  // may_create: write and search on the directory. EACCES.
+  Status MayCreate(const Cred& c, uint64_t dir);
+  // Drops set-ID bits a write or truncate by `c` must clear (in place,
+  // persisted; the caller holds the inode's write lock).
+  void DropSetIdOnWrite(uint64_t ino);
   meta::format::Inode* Ino(uint64_t ino) { return inodes_->Get(ino); }
   uint64_t DirRoot(uint64_t ino);
   Status FillInode(uint64_t ino, mode_t mode, uint64_t parent, const Owner* owner, uint64_t rdev, meta::MetaTx* tx);

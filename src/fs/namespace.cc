@@ -109,8 +109,8 @@ bool FileSystem::StillNames(uint64_t parent_root, const Walk& w, std::string_vie
   return ino == 0 ? !e.ok() && e.status().code() == ENOENT : e.ok() && e->ino == ino;
 }
 
-Result<FileSystem::Walk> FileSystem::Resolve(uint64_t at, std::string_view path, bool follow_last, int depth,
-                                              bool keep_last) {
+Result<FileSystem::Walk> FileSystem::Resolve(const Cred& cr, uint64_t at, std::string_view path, bool follow_last,
+                                              int depth, bool keep_last) {
   if (path.empty()) return Status::Error(ENOENT, "empty path");
   // Only the caller's path is limited: a symlink's target spliced into the
   // rest of the path may grow past PATH_MAX (a link to itself plus more
@@ -138,6 +138,12 @@ Result<FileSystem::Walk> FileSystem::Resolve(uint64_t at, std::string_view path,
     std::string_view c = path.substr(at_comp, end - at_comp);
     at_comp = path.find_first_not_of('/', end);
     bool last = at_comp == std::string_view::npos;
+    // Search permission on the directory before anything in it is looked
+    // at, "." and ".." too, and before a name's length is judged (Linux's
+    // may_lookup comes first).
+    Inode* d = Ino(cur);
+    if (d == nullptr || !S_ISDIR(d->mode)) return Status::Error(ENOTDIR, "not a directory");
+    MAPFS_RETURN_IF_ERROR(InodePermission(cr, d, kMayExec));
     if (c.size() > dir::kMaxName) {
       // A name-acting call looks its last component up after other checks
       // (Linux's order), so it gets the verdict in the Walk.
@@ -147,8 +153,6 @@ Result<FileSystem::Walk> FileSystem::Resolve(uint64_t at, std::string_view path,
       w.too_long = true;
       return w;
     }
-    Inode* d = Ino(cur);
-    if (d == nullptr || !S_ISDIR(d->mode)) return Status::Error(ENOTDIR, "not a directory");
     uint64_t child;
     uint8_t type;
     if (c == ".") {
@@ -195,7 +199,7 @@ Result<FileSystem::Walk> FileSystem::Resolve(uint64_t at, std::string_view path,
         if (!UnderPrefix(t, prefix_)) return Leave(std::move(rest), depth + 1, c);
         rest = t.size() == prefix_.size() ? std::string("/") : std::string(t.substr(prefix_.size()));
       }
-      return Resolve(rest[0] == '/' ? meta::format::kRootIno : cur, rest, follow_last, depth + 1, keep_last);
+      return Resolve(cr, rest[0] == '/' ? meta::format::kRootIno : cur, rest, follow_last, depth + 1, keep_last);
     }
     if (last) {
       w.parent = cur;
@@ -212,7 +216,7 @@ Result<FileSystem::Walk> FileSystem::Resolve(uint64_t at, std::string_view path,
 }
 
 Result<uint64_t> FileSystem::Lookup(std::string_view path, bool follow, uint64_t at) {
-  auto w = Resolve(at, path, follow);
+  auto w = Resolve(CurrentCred(), at, path, follow);
   if (!w.ok()) return w.status();
   if (w->ino == 0) return Status::Error(ENOENT, "no such file or directory");
   return w->ino;
@@ -238,10 +242,48 @@ Result<std::string> FileSystem::ReadlinkIno(uint64_t ino) {
 }
 
 Result<std::string> FileSystem::Readlink(std::string_view path, uint64_t at) {
-  auto w = Resolve(at, path, false);
+  auto w = Resolve(CurrentCred(), at, path, false);
   if (!w.ok()) return w.status();
   if (w->ino == 0) return Status::Error(ENOENT, "no such file or directory");
   return ReadlinkIno(w->ino);
+}
+
+Status FileSystem::Access(std::string_view path, int mode, int flags, uint64_t at) {
+  if (mode & ~(R_OK | W_OK | X_OK)) return Status::Error(EINVAL, "bad access mode");
+  if (flags & ~(AT_EACCESS | AT_SYMLINK_NOFOLLOW)) return Status::Error(EINVAL, "bad access flags");
+  const Cred& eff = CurrentCred();
+  Cred real;
+  if (!(flags & AT_EACCESS) && (eff.ruid != eff.uid || eff.rgid != eff.gid)) real = eff.Real();
+  const Cred& c = (flags & AT_EACCESS) || (eff.ruid == eff.uid && eff.rgid == eff.gid) ? eff : real;
+  for (;;) {
+    auto w = Resolve(c, at, path, !(flags & AT_SYMLINK_NOFOLLOW));
+    if (!w.ok()) return w.status();
+    if (w->ino == 0) return Status::Error(ENOENT, "no such file or directory");
+    if (mode == F_OK) return Status::Ok();
+    InodeLock l(locks_.get(), w->ino, false);
+    Inode* in = Ino(w->ino);
+    if (in == nullptr || in->mode == 0) continue;  // removed meanwhile
+    return InodePermission(c, in, mode);
+  }
+}
+
+// Linux with fs.protected_hardlinks = 1 (every major distribution's
+// default): who does not own a file may link it only if it is a regular
+// file without set-ID bits that he may read and write.
+Status FileSystem::MayLink(const Cred& c, const Inode* in) {
+  if (c.root() || c.uid == UidOf(in)) return Status::Ok();
+  uint64_t m = medium::Load64(&in->mode);
+  bool safe = S_ISREG(m) && !(m & S_ISUID) && (m & (S_ISGID | S_IXGRP)) != (S_ISGID | S_IXGRP) &&
+              InodePermission(c, in, kMayRead | kMayWrite).ok();
+  return safe ? Status::Ok() : Status::Error(EPERM, "hard link to a file of another user (protected hardlinks)");
+}
+
+Status FileSystem::MayCreate(const Cred& c, uint64_t dir) { return InodePermission(c, Ino(dir), kMayWrite | kMayExec); }
+
+Status FileSystem::MayDelete(const Cred& c, uint64_t dir, uint64_t victim) {
+  Inode* d = Ino(dir);
+  MAPFS_RETURN_IF_ERROR(InodePermission(c, d, kMayWrite | kMayExec));
+  return StickyOk(c, medium::Load64(&d->mode), UidOf(d), UidOf(Ino(victim)));
 }
 
 Status FileSystem::FillInode(uint64_t ino, mode_t mode, uint64_t parent, const Owner* owner, uint64_t rdev,
@@ -369,6 +411,7 @@ Status FileSystem::CreateNode(const Walk& w, mode_t mode, const std::string* lin
   Status st = LockAndRecheck(&ls, w, 0);
   if (!st.ok()) return st;
   if (w.name.size() > dir::kMaxName) return Status::Error(ENAMETOOLONG, "name too long");
+  MAPFS_RETURN_IF_ERROR(MayCreate(CurrentCred(), w.parent));
   auto ino = inodes_->Reserve();
   if (!ino.ok()) return ino.status();
   uint64_t extra_part = 0;
@@ -425,7 +468,7 @@ Status FileSystem::CreateNode(const Walk& w, mode_t mode, const std::string* lin
 
 Status FileSystem::Mkdir(std::string_view path, mode_t mode, uint64_t at, const Owner* owner) {
   for (;;) {
-    auto w = Resolve(at, path, false, 0, true);
+    auto w = Resolve(CurrentCred(), at, path, false, 0, true);
     if (!w.ok()) return w.status();
     if (w->ino != 0) return Status::Error(EEXIST, "file exists");
     if (w->too_long) return Status::Error(ENAMETOOLONG, "name too long");
@@ -441,7 +484,7 @@ Status FileSystem::Mknod(std::string_view path, mode_t mode, dev_t dev, uint64_t
     return Status::Error(EINVAL, "mknod of a directory, symlink or unknown type");
   uint64_t rdev = (type == S_IFCHR || type == S_IFBLK) ? static_cast<uint64_t>(dev) : 0;
   for (;;) {
-    auto w = Resolve(at, path, false, 0, true);
+    auto w = Resolve(CurrentCred(), at, path, false, 0, true);
     if (!w.ok()) return w.status();
     if (w->ino != 0) return Status::Error(EEXIST, "file exists");
     if (w->too_long) return Status::Error(ENAMETOOLONG, "name too long");
@@ -456,7 +499,7 @@ Status FileSystem::Symlink(std::string_view target, std::string_view path, uint6
   if (target.size() >= PATH_MAX) return Status::Error(ENAMETOOLONG, "symlink target too long");
   std::string t(target);
   for (;;) {
-    auto w = Resolve(at, path, false, 0, true);
+    auto w = Resolve(CurrentCred(), at, path, false, 0, true);
     if (!w.ok()) return w.status();
     if (w->ino != 0) return Status::Error(EEXIST, "file exists");
     if (w->too_long) return Status::Error(ENAMETOOLONG, "name too long");
@@ -468,17 +511,20 @@ Status FileSystem::Symlink(std::string_view target, std::string_view path, uint6
 
 Status FileSystem::Unlink(std::string_view path, uint64_t at) {
   for (;;) {
-    auto w = Resolve(at, path, false, 0, true);
+    auto w = Resolve(CurrentCred(), at, path, false, 0, true);
     if (!w.ok()) return w.status();
     if (w->ino == 0) return w->Missing();
-    if (w->type == DT_DIR) return Status::Error(EISDIR, "is a directory");
-    if (w->trailing_slash) return Status::Error(ENOTDIR, "not a directory");
+    // "name/" is judged before permissions (Linux's do_unlinkat), a
+    // directory without the slash after them (may_delete).
+    if (w->trailing_slash)
+      return w->type == DT_DIR ? Status::Error(EISDIR, "is a directory") : Status::Error(ENOTDIR, "not a directory");
     LockSet ls(locks_.get());
     ls.Add(w->parent, true);
     ls.Add(w->ino, true);
     Status st = LockAndRecheck(&ls, *w, w->ino);
     if (st.code() == EAGAIN) continue;
     if (!st.ok()) return st;
+    MAPFS_RETURN_IF_ERROR(MayDelete(CurrentCred(), w->parent, w->ino));
     Inode* in = Ino(w->ino);
     uint64_t part = in->part, flags = in->flags;
     mode_t mode = static_cast<mode_t>(in->mode);
@@ -499,12 +545,11 @@ Status FileSystem::Rmdir(std::string_view path, uint64_t at) {
   if (!path.empty() && path.find_first_not_of('/') == std::string_view::npos)
     return Status::Error(EBUSY, "cannot remove the root");
   for (;;) {
-    auto w = Resolve(at, path, false, 0, true);
+    auto w = Resolve(CurrentCred(), at, path, false, 0, true);
     if (!w.ok()) return w.status();
     if (w->ino == 0) return w->Missing();
     if (w->name == ".") return Status::Error(EINVAL, "cannot remove '.'");
     if (w->name == "..") return Status::Error(ENOTEMPTY, "cannot remove '..'");
-    if (w->type != DT_DIR) return Status::Error(ENOTDIR, "not a directory");
     if (w->ino == meta::format::kRootIno) return Status::Error(EBUSY, "cannot remove the root");
     LockSet ls(locks_.get());
     ls.Add(w->parent, true);
@@ -512,6 +557,8 @@ Status FileSystem::Rmdir(std::string_view path, uint64_t at) {
     Status st = LockAndRecheck(&ls, *w, w->ino);
     if (st.code() == EAGAIN) continue;
     if (!st.ok()) return st;
+    // Permissions before the type (may_delete's order).
+    MAPFS_RETURN_IF_ERROR(MayDelete(CurrentCred(), w->parent, w->ino));
     Inode* in = Ino(w->ino);
     if (!S_ISDIR(in->mode)) return Status::Error(ENOTDIR, "not a directory");
     auto n = cib_->Count(in->part);
@@ -532,21 +579,26 @@ Status FileSystem::Rmdir(std::string_view path, uint64_t at) {
 
 Status FileSystem::Link(std::string_view from, std::string_view to, bool follow, uint64_t from_at, uint64_t to_at) {
   for (;;) {
-    auto s = Resolve(from_at, from, follow);
+    const Cred& cr = CurrentCred();
+    auto s = Resolve(cr, from_at, from, follow);
     if (!s.ok()) return s.status();
     if (s->ino == 0) return Status::Error(ENOENT, "no such file or directory");
-    auto d = Resolve(to_at, to, false, 0, true);
+    auto d = Resolve(cr, to_at, to, false, 0, true);
     if (!d.ok()) return d.status();
     if (d->ino != 0) return Status::Error(EEXIST, "file exists");
     if (d->too_long) return Status::Error(ENAMETOOLONG, "name too long");
     if (d->trailing_slash) return Status::Error(ENOENT, "no such directory");
-    if (s->type == DT_DIR) return Status::Error(EPERM, "hard link to a directory");
     LockSet ls(locks_.get());
     ls.Add(d->parent, true);
     ls.Add(s->ino, true);
     Status st = LockAndRecheck(&ls, *d, 0);
     if (st.code() == EAGAIN) continue;
     if (!st.ok()) return st;
+    // may_linkat (protected hardlinks), may_create, then the directory's
+    // EPERM (do_linkat's and vfs_link's order).
+    MAPFS_RETURN_IF_ERROR(MayLink(cr, Ino(s->ino)));
+    MAPFS_RETURN_IF_ERROR(MayCreate(cr, d->parent));
+    if (s->type == DT_DIR) return Status::Error(EPERM, "hard link to a directory");
     Inode* in = Ino(s->ino);
     if (in->mode == 0 || in->nlink == 0) return Status::Error(ENOENT, "file was removed");
     if (d->name.size() > dir::kMaxName) return Status::Error(ENAMETOOLONG, "name too long");
@@ -580,9 +632,10 @@ Status FileSystem::Rename(std::string_view from, std::string_view to, unsigned f
     return Status::Error(EINVAL, "RENAME_NOREPLACE with RENAME_EXCHANGE");
   bool exchange = flags & RENAME_EXCHANGE;
   for (;;) {
-    auto s = Resolve(from_at, from, false, 0, true);
+    const Cred& cr = CurrentCred();
+    auto s = Resolve(cr, from_at, from, false, 0, true);
     if (!s.ok()) return s.status();
-    auto d = Resolve(to_at, to, false, 0, true);
+    auto d = Resolve(cr, to_at, to, false, 0, true);
     if (!d.ok()) return d.status();
     // Linux's order: "." / ".." / the root as a last component, then
     // existence, then trailing slashes on non-directories.
@@ -655,6 +708,13 @@ Status FileSystem::Rename(std::string_view from, std::string_view to, unsigned f
     if (sdir && cross && IsAncestor(s->ino, d->parent)) return Status::Error(EINVAL, "move into its own subtree");
     if (ddir && cross && IsAncestor(d->ino, s->parent))
       return Status::Error(exchange ? EINVAL : ENOTEMPTY, exchange ? "move into its own subtree" : "directory not empty");
+    // vfs_rename's checks: remove the source from its directory, create or
+    // remove the target in its own, and a directory that changes parent
+    // must be writable (its ".." changes).
+    MAPFS_RETURN_IF_ERROR(MayDelete(cr, s->parent, s->ino));
+    MAPFS_RETURN_IF_ERROR(di ? MayDelete(cr, d->parent, d->ino) : MayCreate(cr, d->parent));
+    if (cross && S_ISDIR(si->mode)) MAPFS_RETURN_IF_ERROR(InodePermission(cr, si, kMayWrite));
+    if (cross && exchange && ddir) MAPFS_RETURN_IF_ERROR(InodePermission(cr, di, kMayWrite));
     if (di && !exchange) {
       if (sdir && !ddir) return Status::Error(ENOTDIR, "not a directory");
       if (!sdir && ddir) return Status::Error(EISDIR, "is a directory");
@@ -725,20 +785,46 @@ Status FileSystem::SetAttr(uint64_t ino, const std::function<Status(Inode*, Meta
 }
 
 namespace {
-Status ChmodFn(mode_t mode, Inode* in, MetaTx* tx, uint64_t v) {
+// chmod(2): the owner or root. Who is neither in the file's group nor root
+// cannot set S_ISGID (setattr_prepare drops it silently).
+Status ChmodFn(const Cred& c, mode_t mode, Inode* in, MetaTx* tx, uint64_t v) {
+  MAPFS_RETURN_IF_ERROR(OwnerOrRoot(c, UidOf(in), "chmod"));
+  if ((mode & S_ISGID) && !c.root() && !c.InGroup(GidOf(in))) mode &= ~S_ISGID;
   MAPFS_RETURN_IF_ERROR(tx->Store64(v + offsetof(Inode, mode), (in->mode & S_IFMT) | (mode & 07777)));
   return tx->Store64(v + offsetof(Inode, ctime_ns), static_cast<uint64_t>(file::NowNs()));
 }
-Status ChownFn(uid_t uid, gid_t gid, Inode* in, MetaTx* tx, uint64_t v) {
+// chown(2): only root gives a file away; the owner may change its group to
+// one he is in (chown_ok, chgrp_ok). A non-directory loses its set-ID bits
+// (chown_common), whoever changes it.
+Status ChownFn(const Cred& c, uid_t uid, gid_t gid, Inode* in, MetaTx* tx, uint64_t v) {
   uint64_t u = in->uid_gid & 0xffffffffu, g = in->uid_gid >> 32;
+  if (uid != static_cast<uid_t>(-1) && !c.root() && !(c.uid == u && uid == u))
+    return Status::Error(EPERM, "chown: only root may change a file's owner");
+  if (gid != static_cast<gid_t>(-1) && !c.root() && !(c.uid == u && (gid == g || c.InGroup(gid))))
+    return Status::Error(EPERM, "chgrp: only the owner, to a group he is in, or root");
+  uint64_t drop = SetIdBitsToDrop(c, in->mode, static_cast<gid_t>(g), true);
+  // Dropping them is a mode change: the owner's or root's (so a chown with
+  // no ids by anyone else fails on a set-ID file, as on Linux).
+  if (drop != 0) MAPFS_RETURN_IF_ERROR(OwnerOrRoot(c, static_cast<uid_t>(u), "chown"));
   if (uid != static_cast<uid_t>(-1)) u = uid;
   if (gid != static_cast<gid_t>(-1)) g = gid;
   MAPFS_RETURN_IF_ERROR(tx->Store64(v + offsetof(Inode, uid_gid), u | (g << 32)));
+  if (drop != 0) MAPFS_RETURN_IF_ERROR(tx->Store64(v + offsetof(Inode, mode), in->mode & ~drop));
   return tx->Store64(v + offsetof(Inode, ctime_ns), static_cast<uint64_t>(file::NowNs()));
 }
-Status UtimensFn(const struct timespec* ts, MetaTx* tx, uint64_t v) {
+// utimensat(2): explicit times need the owner or root (EPERM); "now" (no
+// times, or both UTIME_NOW) also whoever may write the file (EACCES).
+Status UtimensFn(const Cred& c, const struct timespec* ts, Inode* in, MetaTx* tx, uint64_t v) {
   // Both UTIME_OMIT: nothing changes, not even ctime (as Linux).
   if (ts != nullptr && ts[0].tv_nsec == UTIME_OMIT && ts[1].tv_nsec == UTIME_OMIT) return Status::Ok();
+  for (int i = 0; ts != nullptr && i < 2; i++)
+    if (ts[i].tv_nsec != UTIME_OMIT && ts[i].tv_nsec != UTIME_NOW && (ts[i].tv_nsec < 0 || ts[i].tv_nsec >= 1000000000))
+      return Status::Error(EINVAL, "bad timestamp");
+  bool touch = ts == nullptr || (ts[0].tv_nsec == UTIME_NOW && ts[1].tv_nsec == UTIME_NOW);
+  if (!(c.root() || c.uid == UidOf(in))) {
+    if (!touch) return Status::Error(EPERM, "utimens: explicit times need the owner");
+    MAPFS_RETURN_IF_ERROR(InodePermission(c, in, kMayWrite));
+  }
   int64_t now = file::NowNs();
   for (int i = 0; i < 2; i++) {
     int64_t t = now;
@@ -759,26 +845,32 @@ Status UtimensFn(const struct timespec* ts, MetaTx* tx, uint64_t v) {
 Status FileSystem::Chmod(std::string_view path, mode_t mode, bool follow, uint64_t at) {
   auto ino = Lookup(path, follow, at);
   if (!ino.ok()) return ino.status();
-  return SetAttr(*ino, [&](Inode* in, MetaTx* tx, uint64_t v) { return ChmodFn(mode, in, tx, v); });
+  const Cred& c = CurrentCred();
+  return SetAttr(*ino, [&](Inode* in, MetaTx* tx, uint64_t v) { return ChmodFn(c, mode, in, tx, v); });
 }
 Status FileSystem::Fchmod(OpenFile& f, mode_t mode) {
-  return SetAttr(f.ino, [&](Inode* in, MetaTx* tx, uint64_t v) { return ChmodFn(mode, in, tx, v); });
+  const Cred& c = CurrentCred();
+  return SetAttr(f.ino, [&](Inode* in, MetaTx* tx, uint64_t v) { return ChmodFn(c, mode, in, tx, v); });
 }
 Status FileSystem::Chown(std::string_view path, uid_t uid, gid_t gid, bool follow, uint64_t at) {
   auto ino = Lookup(path, follow, at);
   if (!ino.ok()) return ino.status();
-  return SetAttr(*ino, [&](Inode* in, MetaTx* tx, uint64_t v) { return ChownFn(uid, gid, in, tx, v); });
+  const Cred& c = CurrentCred();
+  return SetAttr(*ino, [&](Inode* in, MetaTx* tx, uint64_t v) { return ChownFn(c, uid, gid, in, tx, v); });
 }
 Status FileSystem::Fchown(OpenFile& f, uid_t uid, gid_t gid) {
-  return SetAttr(f.ino, [&](Inode* in, MetaTx* tx, uint64_t v) { return ChownFn(uid, gid, in, tx, v); });
+  const Cred& c = CurrentCred();
+  return SetAttr(f.ino, [&](Inode* in, MetaTx* tx, uint64_t v) { return ChownFn(c, uid, gid, in, tx, v); });
 }
 Status FileSystem::Utimens(std::string_view path, const struct timespec ts[2], bool follow, uint64_t at) {
   auto ino = Lookup(path, follow, at);
   if (!ino.ok()) return ino.status();
-  return SetAttr(*ino, [&](Inode*, MetaTx* tx, uint64_t v) { return UtimensFn(ts, tx, v); });
+  const Cred& c = CurrentCred();
+  return SetAttr(*ino, [&](Inode* in, MetaTx* tx, uint64_t v) { return UtimensFn(c, ts, in, tx, v); });
 }
 Status FileSystem::Futimens(OpenFile& f, const struct timespec ts[2]) {
-  return SetAttr(f.ino, [&](Inode*, MetaTx* tx, uint64_t v) { return UtimensFn(ts, tx, v); });
+  const Cred& c = CurrentCred();
+  return SetAttr(f.ino, [&](Inode* in, MetaTx* tx, uint64_t v) { return UtimensFn(c, ts, in, tx, v); });
 }
 
 }  // namespace mapfs::fs

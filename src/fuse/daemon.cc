@@ -59,8 +59,10 @@ int Serve(const MountOptions& opt, int ready_fd) {
   }
   MountState* state = NewMountState(std::move(*mounted));
 
-  // default_permissions: the kernel checks modes and owners (the core does
-  // not). allow_other for root, so every user sees the mount.
+  // default_permissions: the kernel checks modes and owners too (the core
+  // checks each request as its caller, fuse_ops.cc AsCaller, so the two
+  // agree; keeping the kernel's check saves the core's group lookups).
+  // allow_other for root, so every user sees the mount.
   std::string o = "default_permissions,fsname=" + opt.pool + ",subtype=mapfs";
   if (::geteuid() == 0) o += ",allow_other";
   if (!opt.fuse_opts.empty()) o += "," + opt.fuse_opts;

@@ -142,6 +142,40 @@ bool Unhide(const char* path) {
   return true;
 }
 
+// The requesting process's supplementary groups (libfuse reads them from
+// /proc: only asked for when a check needs them, fs/cred.h).
+void LoadRequestGroups(void*, std::vector<gid_t>* out) {
+  out->resize(32);
+  for (int tries = 0; tries < 4; tries++) {
+    int n = fuse_getgroups(static_cast<int>(out->size()), out->data());
+    if (n < 0) break;
+    if (static_cast<size_t>(n) <= out->size()) {
+      out->resize(static_cast<size_t>(n));
+      return;
+    }
+    out->resize(static_cast<size_t>(n));
+  }
+  out->clear();
+}
+
+// Every operation runs with its request's credentials, so the core checks
+// permissions as the requesting user (with or without the kernel's
+// default_permissions in front).
+template <auto Fn>
+struct AsCaller;
+template <typename R, typename... A, R (*Fn)(A...)>
+struct AsCaller<Fn> {
+  static R Call(A... a) {
+    const struct fuse_context* c = fuse_get_context();
+    fs::Cred cred;
+    cred.uid = cred.ruid = c->uid;
+    cred.gid = cred.rgid = c->gid;
+    cred.load = LoadRequestGroups;
+    fs::CredScope scope(&cred);
+    return Fn(a...);
+  }
+};
+
 // New inodes belong to the user whose request made them, set in the same
 // transaction that creates them.
 fs::Owner Caller() {
@@ -177,6 +211,9 @@ int Getattr(const char* path, struct stat* st, struct fuse_file_info* fi) {
   if (auto h = Hidden(path)) return Err(Fs().Fstat(*h, st));
   return Err(Fs().Stat(path, st, false));
 }
+
+// Reached only without default_permissions (else the kernel answers).
+int Access(const char* path, int mask) { return Err(Fs().Access(path, mask, AT_EACCESS)); }
 
 int Readlink(const char* path, char* buf, size_t size) {
   auto r = Fs().Readlink(path);
@@ -328,34 +365,35 @@ ssize_t CopyFileRange(const char*, struct fuse_file_info* fi_in, off_t off_in, c
 struct fuse_operations MakeOps() {
   struct fuse_operations o{};
   o.init = Init;
-  o.getattr = Getattr;
-  o.readlink = Readlink;
-  o.mknod = Mknod;
-  o.mkdir = Mkdir;
-  o.unlink = Unlink;
-  o.rmdir = Rmdir;
-  o.symlink = Symlink;
-  o.rename = Rename;
-  o.link = Link;
-  o.chmod = Chmod;
-  o.chown = Chown;
-  o.truncate = Truncate;
-  o.utimens = Utimens;
-  o.open = Open;
-  o.create = Create;
-  o.read = Read;
-  o.write = Write;
-  o.statfs = Statfs;
-  o.flush = Flush;
-  o.release = Release;
-  o.fsync = Fsync;
-  o.opendir = Opendir;
-  o.readdir = Readdir;
-  o.releasedir = Releasedir;
-  o.fsyncdir = Fsyncdir;
-  o.fallocate = Fallocate;
-  o.lseek = Lseek;
-  o.copy_file_range = CopyFileRange;
+  o.getattr = AsCaller<Getattr>::Call;
+  o.readlink = AsCaller<Readlink>::Call;
+  o.access = AsCaller<Access>::Call;
+  o.mknod = AsCaller<Mknod>::Call;
+  o.mkdir = AsCaller<Mkdir>::Call;
+  o.unlink = AsCaller<Unlink>::Call;
+  o.rmdir = AsCaller<Rmdir>::Call;
+  o.symlink = AsCaller<Symlink>::Call;
+  o.rename = AsCaller<Rename>::Call;
+  o.link = AsCaller<Link>::Call;
+  o.chmod = AsCaller<Chmod>::Call;
+  o.chown = AsCaller<Chown>::Call;
+  o.truncate = AsCaller<Truncate>::Call;
+  o.utimens = AsCaller<Utimens>::Call;
+  o.open = AsCaller<Open>::Call;
+  o.create = AsCaller<Create>::Call;
+  o.read = AsCaller<Read>::Call;
+  o.write = AsCaller<Write>::Call;
+  o.statfs = AsCaller<Statfs>::Call;
+  o.flush = AsCaller<Flush>::Call;
+  o.release = AsCaller<Release>::Call;
+  o.fsync = AsCaller<Fsync>::Call;
+  o.opendir = AsCaller<Opendir>::Call;
+  o.readdir = AsCaller<Readdir>::Call;
+  o.releasedir = AsCaller<Releasedir>::Call;
+  o.fsyncdir = AsCaller<Fsyncdir>::Call;
+  o.fallocate = AsCaller<Fallocate>::Call;
+  o.lseek = AsCaller<Lseek>::Call;
+  o.copy_file_range = AsCaller<CopyFileRange>::Call;
   // No lock/flock: the kernel keeps POSIX and flock locks of the mount
   // locally (README "The FUSE mount").
   return o;

@@ -28,8 +28,9 @@ int OpenMapfs(const Route& r, int flags, mode_t mode) {
   if (f == nullptr) return -1;
   if ((flags & __O_TMPFILE) == __O_TMPFILE) return FailErrno(EOPNOTSUPP);
   if (flags & O_CREAT) mode &= ~CurrentUmask();
-  // O_PATH (a handle to walk from, not to read): opened read-only here.
-  if (flags & O_PATH) flags = (flags & (O_CLOEXEC | O_DIRECTORY | O_NOFOLLOW)) | O_RDONLY;
+  // O_PATH (a handle to walk from, not to read): opened read-only here,
+  // and like Linux it needs no permission on the file itself.
+  if (flags & O_PATH) flags = (flags & (O_CLOEXEC | O_DIRECTORY | O_NOFOLLOW)) | O_RDONLY | O_PATH;
   CoreScope cs;
   auto of = f->Open(r.path, flags & ~(O_CLOEXEC | O_NOCTTY | O_LARGEFILE), mode, r.at);
   if (!of.ok()) return Fail(of.status());

@@ -80,20 +80,6 @@ void FillStatx(const struct stat& s, struct statx* x) {
   x->stx_rdev_minor = minor(s.st_rdev);
 }
 
-// Access check as the kernel makes it for the real uid.
-int AccessCheck(const struct stat& st, int mode) {
-  if (mode == F_OK) return 0;
-  uid_t uid = ::getuid();
-  if (uid == 0) {
-    if ((mode & X_OK) && !S_ISDIR(st.st_mode) && !(st.st_mode & 0111)) return FailErrno(EACCES);
-    return 0;
-  }
-  mode_t bits = st.st_uid == uid ? (st.st_mode >> 6) : st.st_gid == ::getgid() ? (st.st_mode >> 3) : st.st_mode;
-  if (((mode & R_OK) && !(bits & 4)) || ((mode & W_OK) && !(bits & 2)) || ((mode & X_OK) && !(bits & 1)))
-    return FailErrno(EACCES);
-  return 0;
-}
-
 void FillStatfs(const struct statvfs& v, struct statfs* s) {
   std::memset(s, 0, sizeof *s);
   s->f_type = kMapfsMagic;
@@ -273,10 +259,10 @@ MAPFS_EXPORT int faccessat(int dirfd, const char* path, int mode, int flags) {
   return FollowOut(dirfd, path, !(flags & AT_SYMLINK_NOFOLLOW), [&](int d, const char* p) {
     Route r = MapfsPath(d, p);
     if (!r.mapfs) return REAL(faccessat)(d, r.Kernel(p), mode, flags);
-    if (mode & ~(R_OK | W_OK | X_OK)) return FailErrno(EINVAL);
-    struct stat st;
-    if (StatRoute(r, &st, !(flags & AT_SYMLINK_NOFOLLOW)) != 0) return -1;
-    return AccessCheck(st, mode);
+    fs::FileSystem* f = FsOrFail();
+    if (f == nullptr) return -1;
+    CoreScope cs;
+    return Ret(f->Access(r.path, mode, flags & ~AT_EMPTY_PATH, r.at));
   });
 }
 MAPFS_EXPORT int access(const char* path, int mode) {
@@ -284,8 +270,12 @@ MAPFS_EXPORT int access(const char* path, int mode) {
   if (!r.mapfs) return REAL(access)(r.Kernel(path), mode);
   return faccessat(AT_FDCWD, path, mode, 0);
 }
-MAPFS_EXPORT int euidaccess(const char* path, int mode) { return access(path, mode); }
-MAPFS_EXPORT int eaccess(const char* path, int mode) { return access(path, mode); }
+MAPFS_EXPORT int euidaccess(const char* path, int mode) {
+  Route r = MapfsPath(AT_FDCWD, path);
+  if (!r.mapfs) return REAL(euidaccess)(r.Kernel(path), mode);
+  return faccessat(AT_FDCWD, path, mode, AT_EACCESS);
+}
+MAPFS_EXPORT int eaccess(const char* path, int mode) { return euidaccess(path, mode); }
 
 // ---------------------------------------------------------------- names
 

@@ -38,6 +38,7 @@
 #include <optional>
 
 #include "common/log.h"
+#include "fs/cred.h"
 #include "preload/calls.h"
 #include "vm/fault.h"
 
@@ -63,6 +64,14 @@ struct Args {
     return reinterpret_cast<T*>(a[i]);
   }
 };
+
+bool ChangesIds(long n) {
+  switch (n) {
+    case SYS_setuid: case SYS_setgid: case SYS_setreuid: case SYS_setregid: case SYS_setresuid:
+    case SYS_setresgid: case SYS_setgroups: case SYS_setfsuid: case SYS_setfsgid: return true;
+  }
+  return false;
+}
 
 // A refused number: ENOSYS, and one line on stderr per number and process
 // naming the call (a program that falls back quietly should not flood it;
@@ -306,5 +315,12 @@ MAPFS_EXPORT long syscall(long n, ...) {
     if (std::optional<long> r = Forward(n, x)) return *r;
     if (const char* name = Refused(n, x)) return Refuse(n, name);
   }
-  return REAL(syscall)(n, x.a[0], x.a[1], x.a[2], x.a[3], x.a[4], x.a[5]);
+  long r = REAL(syscall)(n, x.a[0], x.a[1], x.a[2], x.a[3], x.a[4], x.a[5]);
+  if (ChangesIds(n)) {
+    // The raw call changed this thread's ids only: the core reads them again.
+    int e = errno;
+    mapfs::fs::InvalidateProcessCred();
+    errno = e;
+  }
+  return r;
 }

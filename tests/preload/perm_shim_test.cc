@@ -1,0 +1,95 @@
+// The permission matrix (tests/api/perm_matrix.h) through the LD_PRELOAD
+// shim: run under `mapfs run` (perm_shim_test.sh), the same libc calls go
+// to a tmpfs directory (the kernel's answers) and to a directory of the
+// pool, made by root and then called by forked children that switch ids
+// with setgroups/setresgid/setresuid, which the shim sees (it reads the
+// ids again) and which must leave the core checking as the new user.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+
+#include "api/perm_matrix.h"
+
+namespace {
+
+using namespace mapfs::permtest;  // NOLINT: the matrix's vocabulary
+
+
+// Runs the calls as `a` in a child; returns the two transcripts.
+std::pair<std::string, std::string> RunAs(const Actor& a, const std::string& kroot, const std::string& mroot,
+                                          bool switch_ids) {
+  int fds[2];
+  if (::pipe(fds) != 0) return {"pipe failed", ""};
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    std::string k, p;
+    if (switch_ids && !SwitchTo(a)) {
+      k = std::string("switching ids failed: ") + strerror(errno);
+    } else {
+      Kernel ks(kroot), ms(mroot);
+      k = RunOps(ks);
+      p = RunOps(ms);
+    }
+    std::string msg = k + '\0' + p;
+    size_t off = 0;
+    while (off < msg.size()) {
+      ssize_t n = ::write(fds[1], msg.data() + off, msg.size() - off);
+      if (n <= 0) break;
+      off += static_cast<size_t>(n);
+    }
+    std::exit(0);  // the shim's clean exit
+  }
+  ::close(fds[1]);
+  std::string all;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) all.append(buf, static_cast<size_t>(n));
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  size_t z = all.find('\0');
+  if (z == std::string::npos) return {"child died: " + all, ""};
+  return {all.substr(0, z), all.substr(z + 1)};
+}
+
+TEST(PermShim, EveryUserGetsTheKernelsAnswers) {
+  const char* mount = std::getenv("MAPFS_MOUNT");
+  ASSERT_NE(mount, nullptr) << "run under mapfs run (perm_shim_test.sh)";
+  ::umask(0);
+  char tmpl[] = "/dev/shm/mapfs-permshim-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  std::string kdir = tmpl, mdir = std::string(mount) + "/perm";
+  ASSERT_EQ(::chmod(kdir.c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(mdir.c_str(), 0755), 0) << strerror(errno);
+  bool root = ::geteuid() == 0;
+  std::vector<Actor> actors = root ? Actors()
+                                   : std::vector<Actor>{{"self", ::getuid(), ::geteuid(), ::getgid(), ::getegid(), {}}};
+  int n = 0, mismatches = 0;
+  for (const Actor& a : actors)
+    for (mode_t dm : kDirModes)
+      for (mode_t fm : kFileModes) {
+        std::string name = "/c" + std::to_string(n++);
+        ASSERT_EQ(::mkdir((kdir + name).c_str(), 0755), 0);
+        ASSERT_EQ(::mkdir((mdir + name).c_str(), 0755), 0) << strerror(errno);
+        Kernel ks(kdir + name), ms(mdir + name);
+        uid_t owner = root ? kOwner : ::geteuid();
+        gid_t group = root ? kGroup : ::getegid();
+        ASSERT_EQ(MakeTree(ks, dm, fm, owner, group, root), 0) << "kernel setup";
+        ASSERT_EQ(MakeTree(ms, dm, fm, owner, group, root), 0) << "pool setup";
+        auto [k, p] = RunAs(a, kdir + name, mdir + name, root);
+        ASSERT_FALSE(k.empty()) << "no transcript from the child";
+        ASSERT_EQ(k.find("failed"), std::string::npos) << k;
+        std::string d = Diff(k, p), sd = Diff(State(ks), State(ms));
+        if (!d.empty() || !sd.empty()) {
+          char modes[64];
+          std::snprintf(modes, sizeof modes, "dir %04o file %04o", dm, fm);
+          ADD_FAILURE() << a.name << ", " << modes << ":\n" << d << sd;
+          if (++mismatches > 10) break;
+        }
+      }
+  std::string cmd = "rm -rf '" + kdir + "'";
+  EXPECT_EQ(std::system(cmd.c_str()), 0);
+}
+
+}  // namespace
