@@ -202,7 +202,17 @@ Status Pool::Create(const std::string& path, const CreateOptions& opt) {
   if (opt.file_mode & ~0777u) return Status::Error(EINVAL, "pool mode must be read/write/execute bits only");
   bool world_writable = false;  // judged again, with the file, once it is open
   MAPFS_RETURN_IF_ERROR(CheckPoolDirectory(path, &world_writable));
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, opt.file_mode & 0666);
+  // An existing file is opened without O_CREAT, so that one someone else
+  // put there is judged (and refused by name, below) rather than failing
+  // with a bare EACCES where fs.protected_regular forbids O_CREAT on it; a
+  // new one is created exclusively, so no one can slip a file in between.
+  int fd = -1;
+  for (int tries = 0; fd < 0 && tries < 3; tries++) {
+    fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0 && errno == ENOENT)
+      fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, opt.file_mode & 0666);
+    if (fd < 0 && errno != EEXIST) break;
+  }
   if (fd < 0) return OpenError("cannot create pool", path, errno);
   auto fi = Inspect(fd, path);
   Status where = fi.ok() ? CheckPoolLocation(path, fd) : fi.status();
