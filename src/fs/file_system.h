@@ -43,6 +43,9 @@ constexpr int kOpenModeMask = kOpenModePosix | kOpenModeSync | kOpenModeStrict;
 struct FsOptions {
   vm::VmOptions vm;
   int mode = -1;  // default consistency mode (file::Mode); -1 = the pool's
+  // The mount of a new image that takes over descriptions an exec handed
+  // off (medium::OpenOptions::take_handoff).
+  bool take_handoff = false;
 };
 
 // An open file description: shared by duplicated descriptors (offset too).
