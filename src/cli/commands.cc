@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
 #include "cli/parse.h"
 #include "common/units.h"
@@ -28,6 +29,19 @@ const char* ModeName(uint32_t m) {
     case 2: return "strict";
   }
   return "?";
+}
+
+// May this process give a file it owns to group `gid` (chown's rule): root,
+// or a member of it (effective or supplementary).
+bool MayGiveGroup(gid_t gid) {
+  if (::geteuid() == 0 || ::getegid() == gid) return true;
+  int n = ::getgroups(0, nullptr);
+  if (n <= 0) return false;
+  std::vector<gid_t> groups(static_cast<size_t>(n));
+  n = ::getgroups(n, groups.data());
+  for (int i = 0; i < n; i++)
+    if (groups[static_cast<size_t>(i)] == gid) return true;
+  return false;
 }
 
 }  // namespace
@@ -92,6 +106,15 @@ int Mkfs(const std::vector<std::string>& args) {
     if (g != nullptr) co.group = g->gr_gid;
     else if (end != group->c_str() && *end == '\0' && v >= 0) co.group = v;
     else return Fail("mkfs", Status::Error(EINVAL, "--group: no such group: " + *group));
+    // Said before anything is created: the kernel would refuse the chown
+    // only after the file exists, with a bare EPERM.
+    if (!MayGiveGroup(static_cast<gid_t>(co.group)))
+      return Fail("mkfs", Status::Error(EPERM, "--group " + *group +
+                                                   ": you are not a member of that group (only root may give a pool "
+                                                   "to any group)"));
+    // Sharing with a group is the only point of --group: without --perm
+    // the group gets read and write.
+    if (!p.Has("--perm")) co.file_mode = 0660;
   }
   Status st = medium::Pool::Create(p.pos[0], co);
   if (!st.ok()) return Fail("mkfs", st);

@@ -56,6 +56,9 @@ struct FsOptions {
   // pool is the caller's whole namespace, as under chroot — an absolute
   // target is walked from the pool's root.
   std::string prefix;
+  // The mount of a new image that takes over descriptions an exec handed
+  // off (medium::OpenOptions::take_handoff).
+  bool take_handoff = false;
 };
 
 // The Status code of a walk that leaves the pool (FsOptions::prefix): not

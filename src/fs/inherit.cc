@@ -57,8 +57,11 @@ Result<std::shared_ptr<OpenFile>> FileSystem::Adopt(uint64_t ino, int flags, boo
   // was lost: the shared state was rebuilt by an exclusive open in between
   // (whose recovery freed every unlinked inode), so count it again.
   if (!counted || open == 0) {
-    // Unlinked and open nowhere: an orphan about to be freed.
-    if (in->nlink == 0 && open == 0) return Status::Error(ESTALE, "inode " + std::to_string(ino) + " was removed");
+    // Unlinked and open nowhere: an orphan about to be freed — unless this
+    // is the hand-off that kept recovery from collecting it (the old image
+    // of this process held it open; medium::Pool::taking_handoff).
+    if (in->nlink == 0 && open == 0 && !mount_->pool().taking_handoff())
+      return Status::Error(ESTALE, "inode " + std::to_string(ino) + " was removed");
     shared_->open_count[ino].fetch_add(1);
   }
   auto f = std::make_shared<OpenFile>();

@@ -11,6 +11,7 @@
 #include <limits.h>
 #include <sys/file.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -40,11 +41,56 @@ std::string Absolute(const std::string& p) {
   return buf;
 }
 
+// The pool's path made absolute (the daemon leaves its cwd for "/") but
+// not resolved: realpath would follow a symbolic link in place of the pool,
+// which the core refuses (O_NOFOLLOW, docs/SECURITY.md) on every other
+// front. "" + errno when the cwd cannot be read.
+std::string AbsolutePool(const std::string& p) {
+  if (!p.empty() && p[0] == '/') return p;
+  char cwd[PATH_MAX];
+  if (::getcwd(cwd, sizeof cwd) == nullptr) return "";
+  return std::string(cwd) + "/" + p;
+}
+
+// The daemon's lock file, private to the user who mounts: created with
+// O_EXCL; one left by an earlier daemon is used only if it is this user's
+// (or root's) and no one else may write it, so that no other user can plant
+// it (a link, or a file they hold locked to make every mount of DIR fail).
+// The fd, -1 + errno, or -2 after printing why a foreign one is refused.
+int OpenLockFile(const std::string& lock) {
+  int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd >= 0 || errno != EEXIST) return fd;
+  fd = ::open(lock.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ELOOP) {
+      std::fprintf(stderr, "mapfs mount: refusing lock file %s: it is a symbolic link (someone else put it there)\n",
+                   lock.c_str());
+      return -2;
+    }
+    return -1;
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  if ((st.st_uid != ::geteuid() && st.st_uid != 0) || (st.st_mode & 022) != 0 || !S_ISREG(st.st_mode)) {
+    std::fprintf(stderr,
+                 "mapfs mount: refusing lock file %s: owned by uid %u with mode %04o, not yours and private "
+                 "(someone else created it; remove it)\n",
+                 lock.c_str(), static_cast<unsigned>(st.st_uid), static_cast<unsigned>(st.st_mode & 07777));
+    ::close(fd);
+    return -2;
+  }
+  return fd;
+}
+
 // Serves until unmounted or signalled. ready_fd >= 0: write one byte there
 // once the mount serves, then detach from the terminal.
 int Serve(const MountOptions& opt, int ready_fd) {
   std::string lock = LockPath(opt.dir);
-  int lock_fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  int lock_fd = OpenLockFile(lock);
+  if (lock_fd == -2) return 1;
   if (lock_fd < 0 || ::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
     std::fprintf(stderr, "mapfs mount: %s: already served by a mapfs daemon (%s)\n", opt.dir.c_str(), lock.c_str());
     return 1;
@@ -131,7 +177,7 @@ int Serve(const MountOptions& opt, int ready_fd) {
 
 int MountMain(const MountOptions& in) {
   MountOptions opt = in;
-  opt.pool = Absolute(in.pool);
+  opt.pool = AbsolutePool(in.pool);
   opt.dir = Absolute(in.dir);
   if (opt.pool.empty()) {
     std::fprintf(stderr, "mapfs mount: %s: %s\n", in.pool.c_str(), std::strerror(errno));
@@ -184,7 +230,7 @@ int UmountMain(const std::string& dir) {
     std::fprintf(stderr, "mapfs umount: %s: %s\n", dir.c_str(), std::strerror(errno));
     return 1;
   }
-  int lock_fd = ::open(LockPath(abs).c_str(), O_RDONLY | O_CLOEXEC);
+  int lock_fd = ::open(LockPath(abs).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   int rc = 0;
   if (::geteuid() == 0) {
     if (::umount2(abs.c_str(), UMOUNT_NOFOLLOW) != 0) {

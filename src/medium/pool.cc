@@ -232,7 +232,17 @@ Status Pool::Create(const std::string& path, const CreateOptions& opt) {
   if (opt.file_mode & ~0777u) return Status::Error(EINVAL, "pool mode must be read/write/execute bits only");
   bool world_writable = false;  // judged again, with the file, once it is open
   MAPFS_RETURN_IF_ERROR(CheckPoolDirectory(path, &world_writable));
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, opt.file_mode & 0666);
+  // An existing file is opened without O_CREAT, so that one someone else
+  // put there is judged (and refused by name, below) rather than failing
+  // with a bare EACCES where fs.protected_regular forbids O_CREAT on it; a
+  // new one is created exclusively, so no one can slip a file in between.
+  int fd = -1;
+  for (int tries = 0; fd < 0 && tries < 3; tries++) {
+    fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0 && errno == ENOENT)
+      fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, opt.file_mode & 0666);
+    if (fd < 0 && errno != EEXIST) break;
+  }
   if (fd < 0) return OpenError("cannot create pool", path, errno);
   auto fi = Inspect(fd, path);
   Status where = fi.ok() ? CheckPoolLocation(path, fd) : fi.status();
@@ -518,7 +528,10 @@ Status Pool::MapShared() {
     if (::fstat(sfd, &ost) == 0 && static_cast<size_t>(ost.st_size) == sizeof(SharedState)) {
       void* old = ::mmap(nullptr, sizeof(SharedState), PROT_READ, MAP_SHARED, sfd, 0);
       if (old != MAP_FAILED) {
-        ended_idle_ = EndedIdle(static_cast<const SharedState*>(old));
+        uint64_t handoff = 0;
+        int64_t mark = opt_.take_handoff ? int64_t{::getpid()} | kHandoffBit : 0;
+        ended_idle_ = EndedIdle(static_cast<const SharedState*>(old), mark, &handoff);
+        if (ended_idle_) handoff_expected_ = handoff;
         ::munmap(old, sizeof(SharedState));
       }
     }
@@ -586,13 +599,66 @@ void Pool::MarkIdleExit(bool on) {
   shared_->mounts[mount_slot_].pid.store(on ? -pid : pid);
 }
 
-bool Pool::EndedIdle(const SharedState* old) {
+void Pool::MarkHandoffExit(uint64_t n, bool on) {
+  if (closed_ || shared_ == nullptr || mount_slot_ < 0 || owner_pid_ != ::getpid()) return;
+  const int64_t pid = ::getpid();
+  MountEntry& e = shared_->mounts[mount_slot_];
+  // The count first: whoever sees the mark sees the count it goes with.
+  e.handoff.store(on ? n : 0);
+  e.pid.store(on ? pid | kHandoffBit : pid);
+}
+
+void Pool::ConfirmHandoff(uint64_t n, bool missed) {
+  if (closed_ || shared_ == nullptr) return;
+  if (handoff_expected_ != 0) {
+    // The exclusive open skipped recovery on the strength of this hand-off
+    // (the old entry went with the old shared state): if it did not all
+    // arrive, what is missing (an open count, an orphan) is for the next
+    // exclusive open's recovery to collect.
+    if (missed || n != handoff_expected_) {
+      shared_->vanished.fetch_add(1);
+      MAPFS_LOG("%s: an exec handed off %llu descriptions, %llu taken over; the pool is left for recovery",
+                path_.c_str(), static_cast<unsigned long long>(handoff_expected_), static_cast<unsigned long long>(n));
+    }
+    handoff_expected_ = 0;
+    return;
+  }
+  if (missed || n == 0) return;
+  const int64_t mark = int64_t{::getpid()} | kHandoffBit;
+  int best = -1;
+  uint64_t best_token = 0;
+  for (int i = 0; i < kMaxMounts; i++) {
+    MountEntry& e = shared_->mounts[i];
+    uint64_t t = e.token.load();
+    if (i == mount_slot_ || t == 0 || e.pid.load() != mark || e.handoff.load() != n || MountAlive(i)) continue;
+    bool owns_redo = false;
+    for (const auto& o : shared_->redo_owner) owns_redo |= o.load() == t;
+    // The latest image of this process: an older entry of the same pid
+    // whose hand-off nobody confirmed stays for recovery.
+    if (!owns_redo && t > best_token) best = i, best_token = t;
+  }
+  if (best < 0) return;
+  int64_t expect = mark;
+  if (shared_->mounts[best].token.load() == best_token &&
+      shared_->mounts[best].pid.compare_exchange_strong(expect, -int64_t{::getpid()}))
+    FreeIdleExits();
+}
+
+bool Pool::EndedIdle(const SharedState* old, int64_t handoff_mark, uint64_t* handoff) {
+  *handoff = 0;
   if (old->magic != kSharedMagic || old->layout_version != kSharedLayoutVersion || old->vanished.load() != 0)
     return false;
   bool any_idle = false;
   for (const auto& e : old->mounts) {
     if (e.token.load() == 0) continue;
-    if (e.pid.load() >= 0) return false;  // a mount that died without ending idle
+    int64_t pid = e.pid.load();
+    if (handoff_mark != 0 && pid == handoff_mark && *handoff == 0 && e.handoff.load() != 0) {
+      // This process's old image, which handed its descriptions to this
+      // opener: provisionally idle (ConfirmHandoff settles it).
+      *handoff = e.handoff.load();
+    } else if (pid >= 0) {
+      return false;  // a mount that died without ending idle
+    }
     any_idle = true;
   }
   for (const auto& o : old->redo_owner)
@@ -630,6 +696,7 @@ Status Pool::RegisterMount() {
     if (!TakeLiveLock(i)) continue;  // a mount is closing there, or another opener took it
     uint64_t expect = 0;
     if (e.token.compare_exchange_strong(expect, token_)) {
+      e.handoff.store(0);
       e.pid.store(pid);
       mount_slot_ = i;
       return Status::Ok();
@@ -660,6 +727,7 @@ Status Pool::RegisterMount() {
     }
     opt_.scrub_slot(this, i);
     e.token.store(token_);
+    e.handoff.store(0);
     e.pid.store(pid);
     mount_slot_ = i;
     return Status::Ok();

@@ -64,6 +64,11 @@ struct OpenOptions {
   // free slots are taken: a dead mount's leftovers could otherwise pass for
   // the new mount's.
   void (*scrub_slot)(Pool* pool, int slot) = nullptr;
+  // The opener is the image an exec of this process started and is about
+  // to take over what the old image handed off (ConfirmHandoff follows).
+  // An exclusive open then counts the old image's hand-off as an idle end
+  // provisionally, and ConfirmHandoff settles it.
+  bool take_handoff = false;
 };
 
 class Pool {
@@ -105,6 +110,25 @@ class Pool {
   // and later mounts free it as if it had closed cleanly, instead of leaving
   // the pool for recovery.
   void MarkIdleExit(bool on);
+  // An exec (on: before it, off again if it fails) by a process whose
+  // mount holds only open descriptions, `n` of them, all of which it hands
+  // to the next image (the shim's hand-off records; a description that
+  // does not survive the exec is handed over to be closed). Its entry
+  // counts as a vanished mount — recovery counts the open files again —
+  // unless the next image confirms that it took over all `n`.
+  void MarkHandoffExit(uint64_t n, bool on);
+  // In the new image, after taking over `n` descriptions inherited across
+  // exec: the latest dead entry of this process that handed off exactly `n`
+  // (and holds no redo slot) becomes an idle end (MarkIdleExit), so the
+  // pool ends clean. Anything else — `missed`: a description could not be
+  // taken over — leaves the entries to recovery (after an exclusive open
+  // that trusted the hand-off, the pool is left dirty for the next one).
+  void ConfirmHandoff(uint64_t n, bool missed);
+  // Between an exclusive open that trusted an exec's hand-off and its
+  // ConfirmHandoff: the open counts were rebuilt (zero) and recovery did not
+  // run, so an unlinked inode the old image held is still live, not an
+  // orphan to collect.
+  bool taking_handoff() const { return handoff_expected_ != 0; }
   // True while the mount in `slot` is alive: it holds its liveness lock.
   // A mount that cannot be checked counts as alive (never steal a live
   // mount's locks).
@@ -162,7 +186,9 @@ class Pool {
   void FreeIdleExits();
   // Exclusive open, before the shared state is rebuilt: true if the old
   // segment shows that every mount ended cleanly or idle.
-  static bool EndedIdle(const SharedState* old);
+  // handoff_mark: the pid value of an entry that handed off to this opener
+  // (OpenOptions::take_handoff), or 0; *handoff gets that entry's count.
+  static bool EndedIdle(const SharedState* old, int64_t handoff_mark, uint64_t* handoff);
   bool TakeLiveLock(int slot);
   void DropLiveLock(int slot);
   Status MapShared();
@@ -187,6 +213,9 @@ class Pool {
   // ended idle, MarkIdleExit), so a dirty flag left by an idle end needs
   // no recovery.
   bool ended_idle_ = false;
+  // Exclusive open that trusted an exec's hand-off (take_handoff): the
+  // number of descriptions ConfirmHandoff must report, 0 once settled.
+  uint64_t handoff_expected_ = 0;
   bool open_lock_held_ = false;
   bool closed_ = false;
   int replayed_ = 0;

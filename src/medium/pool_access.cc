@@ -1,6 +1,7 @@
 #include "medium/pool_access.h"
 
 #include <fcntl.h>
+#include <pwd.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,6 +16,15 @@ std::string Parent(const std::string& path) {
   if (s == std::string::npos) return ".";
   if (s == 0) return "/";
   return path.substr(0, s);
+}
+
+// "uid 1000 (alice)": the owner a refusal names.
+std::string Owner(uid_t uid) {
+  std::string s = "uid " + std::to_string(uid);
+  struct passwd pw {}, *found = nullptr;
+  char buf[1024];
+  if (::getpwuid_r(uid, &pw, buf, sizeof buf, &found) == 0 && found != nullptr) s += std::string(" (") + pw.pw_name + ")";
+  return s;
 }
 
 bool Trusted(uid_t owner) { return owner == 0 || owner == ::geteuid(); }
@@ -41,7 +51,7 @@ Status CheckPoolDirectory(const std::string& path, bool* world_writable) {
   *world_writable = dir.st_mode & S_IWOTH;
   if (*world_writable && !Trusted(dir.st_uid))
     return Status::Error(EPERM, "refusing pool " + path + ": its directory " + parent + " is writable by everyone (mode " +
-                                    Octal(dir.st_mode) + ") and owned by uid " + std::to_string(dir.st_uid) +
+                                    Octal(dir.st_mode) + ") and owned by " + Owner(dir.st_uid) +
                                     ", neither you nor root: anyone could replace the pool");
   return Status::Ok();
 }
@@ -53,7 +63,7 @@ Status CheckPoolLocation(const std::string& path, int fd) {
   MAPFS_RETURN_IF_ERROR(CheckPoolDirectory(path, &world_writable));
   std::string parent = Parent(path);
   if (world_writable && !Trusted(pool.st_uid))
-    return Status::Error(EPERM, "refusing pool " + path + ": it is owned by uid " + std::to_string(pool.st_uid) +
+    return Status::Error(EPERM, "refusing pool " + path + ": it is owned by " + Owner(pool.st_uid) +
                                     ", neither you nor root, in the world-writable directory " + parent +
                                     ": anyone could have put it there (remove it, or use a pool of your own)");
   return Status::Ok();
@@ -73,9 +83,9 @@ Status CheckSharedObject(const std::string& name, int fd, const struct stat& poo
   bool owner_ok = st.st_uid == pool.st_uid || Trusted(st.st_uid);
   bool mode_ok = (st.st_mode & 0777 & ~(pool.st_mode & 0666)) == 0;
   if (owner_ok && mode_ok) return Status::Ok();
-  return Status::Error(EPERM, "refusing " + name + " for this pool: owned by uid " + std::to_string(st.st_uid) +
-                                  " with mode " + Octal(st.st_mode) + ", but the pool is owned by uid " +
-                                  std::to_string(pool.st_uid) + " with mode " + Octal(pool.st_mode) +
+  return Status::Error(EPERM, "refusing " + name + " for this pool: owned by " + Owner(st.st_uid) +
+                                  " with mode " + Octal(st.st_mode) + ", but the pool is owned by " + Owner(pool.st_uid) +
+                                  " with mode " + Octal(pool.st_mode) +
                                   " (someone else created it; remove it once no mount of the pool is running)");
 }
 

@@ -35,8 +35,14 @@ constexpr size_t kFsSharedBytes = 24 * 1024 * 1024;
 // O_CLOEXEC), is dead even though its pid may still run.
 struct MountEntry {
   std::atomic<uint64_t> token;  // 0 = free; otherwise unique per mount
-  std::atomic<int64_t> pid;     // registering process; negated: ended idle (Pool::MarkIdleExit)
+  // Registering process; negated: ended idle (Pool::MarkIdleExit); with
+  // kHandoffBit: ended by an exec that hands `handoff` open descriptions
+  // over to the next image (Pool::MarkHandoffExit), dead like any other
+  // until that image confirms it took them all (Pool::ConfirmHandoff).
+  std::atomic<int64_t> pid;
+  std::atomic<uint64_t> handoff;
 };
+constexpr int64_t kHandoffBit = int64_t{1} << 40;  // far above any pid
 
 // First liveness byte, far past any pool's data (OFD locks beyond the end of
 // a file are allowed and cost nothing).

@@ -37,11 +37,12 @@ void HandoffIfNeeded() {
   if (s.enabled()) s.Handoff();
 }
 
-// Around an exec that replaces this image: hands descriptors over, and
-// when the process holds nothing of the pool, marks its mount as ending
-// idle, so that its death at exec leaves the pool clean (a failed exec
-// takes the mark back). A process that holds descriptions keeps the old
-// rule: the pool is left for recovery to count its open files again.
+// Around an exec that replaces this image: hands descriptors over and
+// marks how its mount ends (Shim::MarkExec: idle when it holds nothing,
+// else handing its descriptions to the next image, which confirms it took
+// them), so that its death at exec leaves the pool clean. A failed exec
+// takes the mark back. Unmarked (another thread runs, or the next image
+// never confirms), the pool is left for recovery to count the open files.
 class ExecScope {
  public:
   ExecScope() {
@@ -49,27 +50,25 @@ class ExecScope {
     vm::BeforeExec();  // an ignored SIGSEGV/SIGBUS stays ignored in the new image
     if (in_core) return;
     Shim& s = Shim::Get();
-    marked_ = s.enabled() && s.HoldsNothing();
-    if (marked_) s.MarkIdleExit(true);
-    else if (s.enabled()) MAPFS_LOG("exec with mapfs files open or mapped: the pool is left for recovery to count them");
+    if (s.enabled()) mark_ = s.MarkExec();
   }
   ~ExecScope() {  // only when the exec failed
     int e = errno;
     vm::AfterFailedExec();
-    if (marked_) Shim::Get().MarkIdleExit(false);
+    if (mark_.kind != 0 || mark_.drop_fd >= 0) Shim::Get().UnmarkExec(mark_);
     errno = e;
   }
   ExecScope(const ExecScope&) = delete;
   ExecScope& operator=(const ExecScope&) = delete;
 
  private:
-  bool marked_ = false;
+  Shim::ExecMark mark_;
 };
 
 [[noreturn]] void ExitIdle(int status, void (*real)(int)) {
   if (!in_core) {
     Shim& s = Shim::Get();
-    if (s.enabled() && s.HoldsNothing()) s.MarkIdleExit(true);
+    if (s.enabled()) s.EndAtExit();
   }
   real(status);
   __builtin_unreachable();

@@ -42,6 +42,12 @@ constexpr char kRecordMagic[8] = {'M', 'A', 'P', 'F', 'S', 'F', 'D', '1'};
 constexpr char kMemfdName[] = "mapfs-fd";
 constexpr char kCwdMagic[8] = {'M', 'A', 'P', 'F', 'S', 'C', 'W', 'D'};
 constexpr char kCwdMemfdName[] = "mapfs-cwd";
+// The descriptions an exec does not carry (Shim::MarkExec): magic, then
+// uint32 pool path length and uint32 count, the pool path, and `count`
+// 64-bit inode numbers.
+constexpr char kDropMagic[8] = {'M', 'A', 'P', 'F', 'S', 'D', 'R', 'P'};
+constexpr char kDropMemfdName[] = "mapfs-drop";
+constexpr uint32_t kMaxDrops = 1u << 20;
 
 // What a placeholder memfd holds after a handoff: enough for a new image
 // (after exec) to adopt the description.
@@ -313,6 +319,7 @@ fs::FileSystem* Shim::Fs() {
     CoreScope cs;
     fs::FsOptions fo;
     fo.prefix = prefix_;  // symlink targets are paths of this process's namespace
+    fo.take_handoff = adopting_;
     if (const char* m = std::getenv("MAPFS_MODE")) {
       if (!std::strcmp(m, "posix")) fo.mode = 0;
       else if (!std::strcmp(m, "sync")) fo.mode = 1;
@@ -614,6 +621,148 @@ void Shim::MarkIdleExit(bool on) {
   fs_->mount().pool().MarkIdleExit(on);
 }
 
+namespace {
+// True when the calling thread is the process's only one
+// (/proc/self/stat, field 20).
+bool SingleThreaded() {
+  int fd = REAL(open)("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[1024];
+  ssize_t n = REAL(read)(fd, buf, sizeof buf - 1);
+  REAL(close)(fd);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  const char* p = std::strrchr(buf, ')');  // the command name may hold anything
+  if (p == nullptr) return false;
+  // Fields after the name: 3 (state) ... 20 (num_threads).
+  for (int field = 2; field < 20 && p != nullptr; field++) p = std::strchr(p + 1, ' ');
+  return p != nullptr && std::strtol(p + 1, nullptr, 10) == 1;
+}
+}  // namespace
+
+Shim::ExecMark Shim::MarkExec() {
+  ExecMark m;
+  if (!enabled_ || !fs_ || down_.load() || !SingleThreaded()) return m;
+  // Each description this image holds, once: `kept` ones have a descriptor
+  // that survives the exec (its hand-off record goes with it), the others
+  // are lost with the image and must be closed by the next one.
+  std::vector<DescRef> kept, lost;
+  auto has = [](const std::vector<DescRef>& v, const Desc* d) {
+    for (const DescRef& o : v)
+      if (o.get() == d) return true;
+    return false;
+  };
+  {
+    std::shared_lock<std::shared_mutex> g(mu_);
+    for (int b = 0; b < kL1; b++) {
+      DescRef* blk = table_[b].load();
+      if (blk == nullptr) continue;
+      for (int i = 0; i < kL2; i++) {
+        if (!blk[i]) continue;
+        int fl = REAL(fcntl)(b * kL2 + i, F_GETFD);
+        if (!has(kept, blk[i].get()) && fl >= 0 && !(fl & FD_CLOEXEC) && blk[i]->kernel_offset.load()) {
+          kept.push_back(blk[i]);
+          for (auto it = lost.begin(); it != lost.end(); ++it)
+            if (it->get() == blk[i].get()) {
+              lost.erase(it);
+              break;
+            }
+        } else if (!has(kept, blk[i].get()) && !has(lost, blk[i].get())) {
+          lost.push_back(blk[i]);
+        }
+      }
+    }
+  }
+  for (const DescRef& d : MappedDescs())
+    if (!has(kept, d.get()) && !has(lost, d.get())) lost.push_back(d);
+  if (kept.empty() && lost.empty()) {
+    fs_->mount().pool().MarkIdleExit(true);
+    m.kind = 1;
+    return m;
+  }
+  if (!lost.empty()) {
+    CoreScope cs;
+    std::string rec(kDropMagic, 8);
+    uint32_t lens[2] = {static_cast<uint32_t>(pool_.size()), static_cast<uint32_t>(lost.size())};
+    rec.append(reinterpret_cast<const char*>(lens), sizeof lens);
+    rec += pool_;
+    for (const DescRef& d : lost) rec.append(reinterpret_cast<const char*>(&d->file->ino), sizeof(uint64_t));
+    // Not close-on-exec: it is for the next image.
+    int fd = MoveHigh(::memfd_create(kDropMemfdName, 0));
+    if (fd < 0) return m;
+    if (REAL(pwrite)(fd, rec.data(), rec.size(), 0) != static_cast<ssize_t>(rec.size())) {
+      CloseInternal(fd);
+      return m;
+    }
+    m.drop_fd = fd;
+  }
+  m.n = kept.size() + lost.size();
+  m.kind = 2;
+  fs_->mount().pool().MarkHandoffExit(m.n, true);
+  return m;
+}
+
+void Shim::EndAtExit() {
+  if (!enabled_ || !fs_ || down_.load()) return;
+  if (SingleThreaded()) {
+    // A signal handler may have interrupted this thread inside a wrapper
+    // that holds the table: then leave it all to recovery.
+    std::vector<DescRef> all;
+    {
+      std::unique_lock<std::shared_mutex> g(mu_, std::try_to_lock);
+      if (!g.owns_lock()) return;
+      for (int b = 0; b < kL1; b++) {
+        DescRef* blk = table_[b].load();
+        if (blk == nullptr) continue;
+        for (int i = 0; i < kL2; i++)
+          if (blk[i]) all.push_back(std::move(blk[i]));
+      }
+    }
+    DropMaps();
+    all.clear();  // the last references: each description is closed in the core
+  }
+  if (HoldsNothing()) MarkIdleExit(true);
+}
+
+void Shim::UnmarkExec(ExecMark& m) {
+  if (m.drop_fd >= 0) CloseInternal(m.drop_fd);
+  m.drop_fd = -1;
+  if (m.kind == 1) MarkIdleExit(false);
+  if (m.kind == 2 && fs_ && !down_.load()) fs_->mount().pool().MarkHandoffExit(m.n, false);
+  m.kind = 0;
+}
+
+int64_t Shim::AdoptDrops(int fd, bool counted) {
+  struct {
+    char magic[8];
+    uint32_t pool_len, count;
+  } h;
+  struct stat st;
+  if (REAL(pread)(fd, &h, sizeof h, 0) != sizeof h || std::memcmp(h.magic, kDropMagic, 8) != 0 ||
+      h.pool_len > PATH_MAX || h.count > kMaxDrops || REAL(fstat)(fd, &st) != 0 ||
+      static_cast<uint64_t>(st.st_size) != sizeof h + uint64_t{h.pool_len} + uint64_t{h.count} * 8)
+    return -1;
+  std::string rest(static_cast<size_t>(st.st_size) - sizeof h, '\0');
+  if (REAL(pread)(fd, rest.data(), rest.size(), sizeof h) != static_cast<ssize_t>(rest.size())) return -1;
+  if (rest.compare(0, h.pool_len, pool_) != 0 || h.pool_len != pool_.size()) return -1;
+  // Started by posix_spawn & co.: the counts are not this process's to close.
+  if (!counted) return -1;
+  fs::FileSystem* f = Fs();
+  if (f == nullptr) return -1;
+  int64_t closed = 0;
+  for (uint32_t i = 0; i < h.count; i++) {
+    uint64_t ino;
+    std::memcpy(&ino, rest.data() + h.pool_len + size_t{i} * 8, 8);
+    // Taking the old image's count over and closing it, as that image's
+    // exit would have: an unlinked file open nowhere else is freed.
+    auto of = f->Adopt(ino, O_RDONLY, true);
+    if (!of.ok()) return -1;
+    (void)f->Close(**of);
+    closed++;
+  }
+  return closed;
+}
+
 // ---------------------------------------------------------------- handoff
 
 void Shim::Handoff() {
@@ -780,6 +929,11 @@ void Shim::Adopt() {
   }
   REAL(closedir)(dir);
   std::vector<std::pair<ino_t, DescRef>> by_memfd;
+  // Descriptions taken over from the old image (ConfirmHandoff), and
+  // whether any could not be.
+  uint64_t taken = 0, seen = 0;
+  bool missed = false;
+  adopting_ = counted;
   for (int fd : fds) {
     char link[64];
     std::string self = "/proc/self/fd/" + std::to_string(fd);
@@ -790,6 +944,13 @@ void Shim::Adopt() {
       AdoptCwd(fd);
       continue;
     }
+    if (std::strncmp(link, "/memfd:mapfs-drop", 17) == 0) {
+      int64_t n = AdoptDrops(fd, counted);
+      if (n < 0) missed = true;
+      else taken += static_cast<uint64_t>(n);
+      REAL(close)(fd);
+      continue;
+    }
     if (std::strncmp(link, "/memfd:mapfs-fd", 15) != 0) continue;
     struct stat st;
     if (REAL(fstat)(fd, &st) != 0) continue;
@@ -797,6 +958,7 @@ void Shim::Adopt() {
     for (auto& [i, dr] : by_memfd)
       if (i == st.st_ino) d = dr;
     if (!d) {
+      seen++;
       HandoffRecord rec;
       std::string tail;
       if (REAL(pread)(fd, &rec, sizeof rec, 0) != sizeof rec || std::memcmp(rec.magic, kRecordMagic, 8) != 0 ||
@@ -809,6 +971,7 @@ void Shim::Adopt() {
       if (f == nullptr) continue;
       auto of = f->Adopt(rec.ino, rec.flags, counted);
       if (!of.ok()) continue;
+      taken++;
       d = std::make_shared<Desc>(f, std::move(*of));
       d->status_flags = rec.status_flags;
       d->path = tail.substr(rec.pool_len);
@@ -821,6 +984,10 @@ void Shim::Adopt() {
   for (int fd = 0; fd <= 2; fd++)
     if (IsMapfs(fd)) FixStdio(fd);
   AdoptCwdFromEnv();
+  // Every description the old image handed over is this image's now: its
+  // mount's end needs no recovery (medium::Pool::ConfirmHandoff).
+  if (adopting_ && fs_) fs_->mount().pool().ConfirmHandoff(taken, missed || taken < seen);
+  adopting_ = false;
 }
 
 // ---------------------------------------------------------------- cwd

@@ -139,6 +139,26 @@ class Shim {
   // MarkIdleExit of the process's mount (medium/pool.h), when it holds
   // nothing: before exec (on, then off if exec fails) and at _exit.
   void MarkIdleExit(bool on);
+  // Before an exec that replaces this image (after Handoff): marks how the
+  // mount ends so that the pool stays clean — idle when it holds nothing;
+  // otherwise as handing its descriptions to the next image, writing the
+  // ones the exec will not carry (close-on-exec, or held only by a map) to
+  // a "drop" memfd the next image closes for it. Only in a process whose
+  // one thread is this one (no call can be in progress in another).
+  // UnmarkExec undoes it when the exec failed.
+  struct ExecMark {
+    int kind = 0;  // 0 nothing marked, 1 idle, 2 hand-off
+    uint64_t n = 0;
+    int drop_fd = -1;
+  };
+  ExecMark MarkExec();
+  // _exit/_Exit, which skip the unmount: in a process whose one thread is
+  // this one (a fork child, typically), closes every description it holds
+  // (as its exit would have: open counts, orphans) and marks its mount idle,
+  // so the pool stays clean. Otherwise it marks it idle only if it holds
+  // nothing. No stdio flush: _exit does none.
+  void EndAtExit();
+  void UnmarkExec(ExecMark& m);
   // In the child of fork(): own mount identity, own open counts.
   void AfterForkChild();
 
@@ -162,6 +182,10 @@ class Shim {
   void Adopt();           // descriptors and cwd inherited across exec
   void AdoptCwd(int fd);  // from the cwd memfd
   void AdoptCwdFromEnv();  // from MAPFS_CWD when no memfd came
+  // Closes, for the old image, the descriptions in a drop memfd (MarkExec).
+  // The number closed, or -1 if any could not be.
+  int64_t AdoptDrops(int fd, bool counted);
+  bool adopting_ = false;  // Adopt runs: the first mount takes a hand-off
   Route ClassifySlow(int dirfd, std::string_view path);  // Classify past its fast path
 
   int Placeholder(bool cloexec, int min_fd);
