@@ -282,6 +282,14 @@ Status FileSystem::Fstat(OpenFile& f, struct stat* st) {
   return FillStat(f.ino, st);
 }
 
+Status FileSystem::StatIno(uint64_t ino, struct stat* st, uint64_t* generation) {
+  if (ino == 0 || !inodes_->Valid(ino)) return Status::Error(ENOENT, "no such file or directory");
+  InodeLock l(locks_.get(), ino, false);
+  MAPFS_RETURN_IF_ERROR(FillStat(ino, st));
+  if (generation != nullptr) *generation = medium::Load64(&Ino(ino)->generation);
+  return Status::Ok();
+}
+
 Status FileSystem::Stat(std::string_view path, struct stat* st, bool follow, uint64_t at) {
   for (;;) {
     auto w = Resolve(at, path, follow);

@@ -166,6 +166,21 @@ class FileSystem {
   // The inode a path names (following symlinks unless !follow).
   Result<uint64_t> Lookup(std::string_view path, bool follow = true, uint64_t at = 0);
 
+  // Calls on an inode held by number (the FUSE mount's node ids: the kernel
+  // resolves names itself, one component at a time with LookupIn-like calls
+  // `Stat(name, st, false, parent)`, and then names the inode). ENOENT when
+  // the inode is free (removed meanwhile, maybe reused: callers that keep
+  // numbers must hear of removals, see the change ring).
+  // *generation (if asked): the slot's generation, different for each
+  // inode that ever used the number (FUSE node ids are number + generation).
+  Status StatIno(uint64_t ino, struct stat* st, uint64_t* generation = nullptr);
+  Result<std::string> ReadlinkIno(uint64_t ino);
+  Status ChmodIno(uint64_t ino, mode_t mode);
+  Status ChownIno(uint64_t ino, uid_t uid, gid_t gid);
+  Status UtimensIno(uint64_t ino, const struct timespec ts[2]);
+  // link(2) of inode `ino` (not a directory, still linked) as `to`.
+  Status LinkIno(uint64_t ino, std::string_view to, uint64_t to_at = 0);
+
   // fsck of the file system layers (the pool's own checks are separate).
   FsCheckReport Check();
   // Repairs what Check found and can be fixed safely.
@@ -196,7 +211,6 @@ class FileSystem {
   // Under `parent`'s lock: `name` still names `ino` there (a Walk's
   // finding, checked at its location first, else by a lookup).
   bool StillNames(uint64_t parent_root, const Walk& w, std::string_view name, uint64_t ino);
-  Result<std::string> ReadlinkIno(uint64_t ino);
   Status LockAndRecheck(meta::LockSet* ls, const Walk& w, uint64_t ino);
   Status CreateNode(const Walk& w, mode_t mode, const std::string* link_target, uint64_t* out_ino, bool pin,
                     const Owner* owner, uint64_t rdev = 0);

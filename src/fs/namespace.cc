@@ -157,6 +157,7 @@ Result<uint64_t> FileSystem::Lookup(std::string_view path, bool follow, uint64_t
 }
 
 Result<std::string> FileSystem::ReadlinkIno(uint64_t ino) {
+  if (ino == 0 || !inodes_->Valid(ino)) return Status::Error(EINVAL, "not a symbolic link");
   InodeLock l(locks_.get(), ino, false);
   Inode* in = Ino(ino);
   if (in == nullptr || !S_ISLNK(in->mode)) return Status::Error(EINVAL, "not a symbolic link");
@@ -456,29 +457,37 @@ Status FileSystem::Rmdir(std::string_view path, uint64_t at) {
 }
 
 Status FileSystem::Link(std::string_view from, std::string_view to, bool follow, uint64_t from_at, uint64_t to_at) {
+  // Only the target's walk can go stale (EAGAIN below): the source's inode
+  // is checked again under its lock.
+  auto s = Resolve(from_at, from, follow);
+  if (!s.ok()) return s.status();
+  if (s->ino == 0) return Status::Error(ENOENT, "no such file or directory");
+  return LinkIno(s->ino, to, to_at);
+}
+
+Status FileSystem::LinkIno(uint64_t ino, std::string_view to, uint64_t to_at) {
+  if (ino == 0 || !inodes_->Valid(ino)) return Status::Error(ENOENT, "no such file or directory");
   for (;;) {
-    auto s = Resolve(from_at, from, follow);
-    if (!s.ok()) return s.status();
-    if (s->ino == 0) return Status::Error(ENOENT, "no such file or directory");
     auto d = Resolve(to_at, to, false, 0, true);
     if (!d.ok()) return d.status();
     if (d->ino != 0) return Status::Error(EEXIST, "file exists");
     if (d->too_long) return Status::Error(ENAMETOOLONG, "name too long");
     if (d->trailing_slash) return Status::Error(ENOENT, "no such directory");
-    if (s->type == DT_DIR) return Status::Error(EPERM, "hard link to a directory");
+    if (S_ISDIR(medium::Load64(&Ino(ino)->mode))) return Status::Error(EPERM, "hard link to a directory");
     LockSet ls(locks_.get());
     ls.Add(d->parent, true);
-    ls.Add(s->ino, true);
+    ls.Add(ino, true);
     Status st = LockAndRecheck(&ls, *d, 0);
     if (st.code() == EAGAIN) continue;
     if (!st.ok()) return st;
-    Inode* in = Ino(s->ino);
+    Inode* in = Ino(ino);
     if (in->mode == 0 || in->nlink == 0) return Status::Error(ENOENT, "file was removed");
+    if (S_ISDIR(in->mode)) return Status::Error(EPERM, "hard link to a directory");
     if (d->name.size() > dir::kMaxName) return Status::Error(ENAMETOOLONG, "name too long");
     MetaTx tx(&mount_->pool(), &mount_->vm());
     int64_t now = file::NowNs();
-    uint64_t iv = inodes_->VoffOf(s->ino);
-    MAPFS_RETURN_IF_ERROR(cib_->Insert(DirRoot(d->parent), d->name, {s->ino, DtOf(in->mode)}, &tx));
+    uint64_t iv = inodes_->VoffOf(ino);
+    MAPFS_RETURN_IF_ERROR(cib_->Insert(DirRoot(d->parent), d->name, {ino, DtOf(in->mode)}, &tx));
     MAPFS_RETURN_IF_ERROR(tx.Store64(iv + offsetof(Inode, nlink), in->nlink + 1));
     MAPFS_RETURN_IF_ERROR(tx.Store64(iv + offsetof(Inode, ctime_ns), static_cast<uint64_t>(now)));
     MAPFS_RETURN_IF_ERROR(TouchDir(d->parent, now, 0, &tx));
@@ -702,8 +711,18 @@ Status FileSystem::Utimens(std::string_view path, const struct timespec ts[2], b
   if (!ino.ok()) return ino.status();
   return SetAttr(*ino, [&](Inode*, MetaTx* tx, uint64_t v) { return UtimensFn(ts, tx, v); });
 }
-Status FileSystem::Futimens(OpenFile& f, const struct timespec ts[2]) {
-  return SetAttr(f.ino, [&](Inode*, MetaTx* tx, uint64_t v) { return UtimensFn(ts, tx, v); });
+Status FileSystem::Futimens(OpenFile& f, const struct timespec ts[2]) { return UtimensIno(f.ino, ts); }
+Status FileSystem::ChmodIno(uint64_t ino, mode_t mode) {
+  if (ino == 0 || !inodes_->Valid(ino)) return Status::Error(ENOENT, "no such file or directory");
+  return SetAttr(ino, [&](Inode* in, MetaTx* tx, uint64_t v) { return ChmodFn(mode, in, tx, v); });
+}
+Status FileSystem::ChownIno(uint64_t ino, uid_t uid, gid_t gid) {
+  if (ino == 0 || !inodes_->Valid(ino)) return Status::Error(ENOENT, "no such file or directory");
+  return SetAttr(ino, [&](Inode* in, MetaTx* tx, uint64_t v) { return ChownFn(uid, gid, in, tx, v); });
+}
+Status FileSystem::UtimensIno(uint64_t ino, const struct timespec ts[2]) {
+  if (ino == 0 || !inodes_->Valid(ino)) return Status::Error(ENOENT, "no such file or directory");
+  return SetAttr(ino, [&](Inode*, MetaTx* tx, uint64_t v) { return UtimensFn(ts, tx, v); });
 }
 
 }  // namespace mapfs::fs
