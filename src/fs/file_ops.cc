@@ -164,6 +164,7 @@ Result<size_t> FileSystem::Write(OpenFile& f, const void* buf, size_t n, int64_t
   auto r = data_->Write(in, inodes_->VoffOf(f.ino), buf, n, at, mode >= 0 ? static_cast<file::Mode>(mode) : f.mode,
                         Mapped(f.ino));
   if (r.ok() && off < 0) f.offset = at + *r;
+  if (r.ok() && *r > 0) changes_->Data(f.ino, at, *r);
   return r;
 }
 
@@ -209,6 +210,7 @@ Status FileSystem::Ftruncate(OpenFile& f, int64_t size) {
   medium::Store64(reinterpret_cast<uint64_t*>(&in->mtime_ns), static_cast<uint64_t>(now));
   medium::Store64(reinterpret_cast<uint64_t*>(&in->ctime_ns), static_cast<uint64_t>(now));
   medium::Persist(in, 64);
+  changes_->Data(f.ino, static_cast<uint64_t>(size), 0);
   return Status::Ok();
 }
 
@@ -240,8 +242,10 @@ Status FileSystem::Fallocate(OpenFile& f, int mode, int64_t off, int64_t len) {
   if (f.is_dir) return Status::Error(EISDIR, "is a directory");
   InodeLock l(locks_.get(), f.ino, true);
   mount_->vm().Sync();
-  return data_->Fallocate(Ino(f.ino), inodes_->VoffOf(f.ino), mode, static_cast<uint64_t>(off),
-                          static_cast<uint64_t>(len), f.mode, Mapped(f.ino));
+  Status st = data_->Fallocate(Ino(f.ino), inodes_->VoffOf(f.ino), mode, static_cast<uint64_t>(off),
+                               static_cast<uint64_t>(len), f.mode, Mapped(f.ino));
+  if (st.ok()) changes_->Data(f.ino, static_cast<uint64_t>(off), static_cast<uint64_t>(len));
+  return st;
 }
 
 namespace {

@@ -26,6 +26,7 @@
 #include <string_view>
 
 #include "common/status.h"
+#include "fs/change_ring.h"
 #include "dir/cib.h"
 #include "file/file_data.h"
 #include "meta/inode_locks.h"
@@ -181,6 +182,14 @@ class FileSystem {
   // link(2) of inode `ino` (not a directory, still linked) as `to`.
   Status LinkIno(uint64_t ino, std::string_view to, uint64_t to_at = 0);
 
+  // Follows the changes every process (this one's other threads excepted)
+  // commits to the pool from now on (fs/change_ring.h): the FUSE daemon's
+  // way to keep its kernel's caches coherent.
+  std::unique_ptr<ChangeFollower> FollowChanges();
+  // Some process mapped inode `ino`'s data (its stores then reach the pool
+  // without a call, so no change is published for them).
+  bool MappedAnywhere(uint64_t ino) const { return ino < meta::format::kMaxInodes && Mapped(ino); }
+
   // fsck of the file system layers (the pool's own checks are separate).
   FsCheckReport Check();
   // Repairs what Check found and can be fixed safely.
@@ -243,6 +252,7 @@ class FileSystem {
   std::unique_ptr<dir::Cib> cib_;
   std::unique_ptr<file::FileData> data_;
   meta::FsShared* shared_ = nullptr;
+  std::unique_ptr<ChangePublisher> changes_;
   file::Mode default_mode_ = file::Mode::kSync;
   bool recovered_ = false;
   uint64_t dev_ = 0;

@@ -345,6 +345,7 @@ Status FileSystem::CreateNode(const Walk& w, mode_t mode, const std::string* lin
   if (st.ok()) st = tx.Commit();
   if (!st.ok()) return undo(st);
   if (pin) shared_->open_count[*ino].fetch_add(1);
+  changes_->Name(w.parent, w.name, *ino);
   if (out_ino) *out_ino = *ino;
   return Status::Ok();
 }
@@ -416,6 +417,7 @@ Status FileSystem::Unlink(std::string_view path, uint64_t at) {
     MAPFS_RETURN_IF_ERROR(TouchDir(w->parent, now, 0, &tx));
     MAPFS_RETURN_IF_ERROR(DropLink(w->ino, now, &tx, &free_after));
     MAPFS_RETURN_IF_ERROR(tx.Commit());
+    changes_->Name(w->parent, w->name, w->ino);
     if (free_after) FreeInode(w->ino, part, mode, flags);
     return Status::Ok();
   }
@@ -451,6 +453,7 @@ Status FileSystem::Rmdir(std::string_view path, uint64_t at) {
     MAPFS_RETURN_IF_ERROR(TouchDir(w->parent, now, -1, &tx));
     MAPFS_RETURN_IF_ERROR(DropLink(w->ino, now, &tx, &free_after));
     MAPFS_RETURN_IF_ERROR(tx.Commit());
+    changes_->Name(w->parent, w->name, w->ino);
     if (free_after) FreeInode(w->ino, part, S_IFDIR, 0);
     return Status::Ok();
   }
@@ -491,7 +494,9 @@ Status FileSystem::LinkIno(uint64_t ino, std::string_view to, uint64_t to_at) {
     MAPFS_RETURN_IF_ERROR(tx.Store64(iv + offsetof(Inode, nlink), in->nlink + 1));
     MAPFS_RETURN_IF_ERROR(tx.Store64(iv + offsetof(Inode, ctime_ns), static_cast<uint64_t>(now)));
     MAPFS_RETURN_IF_ERROR(TouchDir(d->parent, now, 0, &tx));
-    return tx.Commit();
+    MAPFS_RETURN_IF_ERROR(tx.Commit());
+    changes_->Name(d->parent, d->name, ino);
+    return Status::Ok();
   }
 }
 
@@ -623,7 +628,10 @@ Status FileSystem::Rename(std::string_view from, std::string_view to, unsigned f
       }
       MAPFS_RETURN_IF_ERROR(TouchDir(s->parent, now, sdelta, &tx));
       if (cross) MAPFS_RETURN_IF_ERROR(TouchDir(d->parent, now, ddelta, &tx));
-      return tx.Commit();
+      MAPFS_RETURN_IF_ERROR(tx.Commit());
+      changes_->Name(s->parent, s->name, s->ino);
+      changes_->Name(d->parent, d->name, d->ino);
+      return Status::Ok();
     }
     if (di) {
       MAPFS_RETURN_IF_ERROR(cib_->Replace(droot, d->name, {s->ino, DtOf(si->mode)}, &tx));
@@ -644,6 +652,9 @@ Status FileSystem::Rename(std::string_view from, std::string_view to, unsigned f
     MAPFS_RETURN_IF_ERROR(TouchDir(s->parent, now, cross ? sdelta : sdelta + ddelta, &tx));
     if (cross) MAPFS_RETURN_IF_ERROR(TouchDir(d->parent, now, ddelta, &tx));
     MAPFS_RETURN_IF_ERROR(tx.Commit());
+    changes_->Name(s->parent, s->name, s->ino);
+    changes_->Name(d->parent, d->name, d->ino);  // d->ino: the replaced inode (0 if none)
+    if (d->ino != 0) changes_->Attr(s->ino);
     if (free_after) FreeInode(d->ino, dpart, dmode, dflags);
     return Status::Ok();
   }
@@ -655,7 +666,9 @@ Status FileSystem::SetAttr(uint64_t ino, const std::function<Status(Inode*, Meta
   if (in == nullptr || in->mode == 0) return Status::Error(ENOENT, "file was removed");
   MetaTx tx(&mount_->pool(), &mount_->vm());
   MAPFS_RETURN_IF_ERROR(fn(in, &tx, inodes_->VoffOf(ino)));
-  return tx.Commit();
+  MAPFS_RETURN_IF_ERROR(tx.Commit());
+  changes_->Attr(ino);
+  return Status::Ok();
 }
 
 namespace {

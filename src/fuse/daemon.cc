@@ -21,6 +21,7 @@
 #include <cstring>
 #include <vector>
 
+#include "fuse/follow.h"
 #include "fuse/fuse_ops.h"
 
 namespace mapfs::fuse {
@@ -57,7 +58,15 @@ int Serve(const MountOptions& opt, int ready_fd) {
     ::unlink(lock.c_str());
     return 1;
   }
-  MountState* state = NewMountState(std::move(*mounted), CachePolicy{});
+  // The kernel caches names, attributes and pages; the follower of the
+  // pool's change ring invalidates what other processes change (README
+  // "The FUSE mount"). Nothing is cached negatively: a name another process
+  // creates needs no notice.
+  CachePolicy cache;
+  cache.entry_timeout = 1.0;
+  cache.attr_timeout = 1.0;
+  cache.keep_cache = true;
+  MountState* state = NewMountState(std::move(*mounted), cache);
 
   // default_permissions: the kernel checks modes and owners (the core does
   // not). allow_other for root, so every user sees the mount.
@@ -105,7 +114,11 @@ int Serve(const MountOptions& opt, int ready_fd) {
       fuse_loop_cfg_set_max_threads(lc, 16);
       // 0 when unmounted, the signal's number when a signal ended it, -errno
       // on an error.
-      int loop = fuse_session_loop_mt(se, lc);
+      int loop;
+      {
+        Follower follower(state);
+        loop = fuse_session_loop_mt(se, lc);
+      }
       rc = loop < 0 ? 1 : 0;
       if (loop < 0) std::fprintf(stderr, "mapfs mount: serving %s: %s\n", opt.dir.c_str(), std::strerror(-loop));
       fuse_loop_cfg_destroy(lc);

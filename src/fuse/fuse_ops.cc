@@ -69,19 +69,31 @@ Status MountState::Drop(uint64_t fh) {
   return st;
 }
 
-void MountState::Remember(uint64_t ino) {
+void MountState::Remember(uint64_t ino, uint64_t parent, std::string_view name) {
   std::lock_guard<std::mutex> g(known_mu);
-  known[ino]++;
+  Known& k = known[ino];
+  k.nlookup++;
+  for (auto& [p, n] : k.names)
+    if (p == parent && n == name) return;
+  // Bounded: a file with thousands of hard links keeps the first ones; the
+  // others expire with the entry timeout.
+  if (k.names.size() < 64) k.names.emplace_back(parent, std::string(name));
 }
 
 void MountState::Forget(uint64_t ino, uint64_t n) {
   std::lock_guard<std::mutex> g(known_mu);
   auto it = known.find(ino);
   if (it == known.end()) return;
-  if (it->second <= n)
+  if (it->second.nlookup <= n)
     known.erase(it);
   else
-    it->second -= n;
+    it->second.nlookup -= n;
+}
+
+bool MountState::Knows(uint64_t ino) {
+  if (ino == FUSE_ROOT_ID) return true;
+  std::lock_guard<std::mutex> g(known_mu);
+  return known.count(ino) != 0;
 }
 
 namespace {
@@ -107,14 +119,15 @@ int CoreFlags(int flags) { return flags & ~(O_APPEND | O_CREAT | O_EXCL | O_NOCT
 
 // Replies with the entry for inode `st` (and counts the kernel's new
 // reference to it).
-void ReplyEntry(fuse_req_t req, MountState* s, const struct stat& st, uint64_t generation) {
+void ReplyEntry(fuse_req_t req, MountState* s, fuse_ino_t parent, const char* name, const struct stat& st,
+                uint64_t generation) {
   struct fuse_entry_param e{};
   e.ino = st.st_ino;
   e.generation = generation;
   e.attr = st;
   e.attr_timeout = s->cache.attr_timeout;
   e.entry_timeout = s->cache.entry_timeout;
-  s->Remember(st.st_ino);
+  s->Remember(st.st_ino, parent, name);
   if (fuse_reply_entry(req, &e) != 0) s->Forget(st.st_ino, 1);  // the kernel did not take it
 }
 
@@ -134,7 +147,7 @@ void StatAndReplyEntry(fuse_req_t req, fuse_ino_t parent, const char* name) {
   uint64_t gen = 0;
   Status r = StatEntry(Fs(req), parent, name, &st, &gen);
   if (!r.ok()) return ReplyStatus(req, r);
-  ReplyEntry(req, State(req), st, gen);
+  ReplyEntry(req, State(req), parent, name, st, gen);
 }
 
 void Init(void* userdata, struct fuse_conn_info* conn) {
@@ -262,8 +275,10 @@ void Open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
       return ReplyStatus(req, t);
     }
   }
+  // Pages stay cached across opens unless some process maps the file:
+  // its stores through the map publish no change.
+  fi->keep_cache = State(req)->cache.keep_cache && !f.MappedAnywhere(ino);
   fi->fh = State(req)->Add(std::move(*r));
-  fi->keep_cache = State(req)->cache.keep_cache;
   fi->direct_io = 0;
   if (fuse_reply_open(req, fi) != 0) (void)State(req)->Drop(fi->fh);  // interrupted: no release will come
 }
@@ -289,7 +304,7 @@ void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, st
   e.attr = st;
   e.attr_timeout = s->cache.attr_timeout;
   e.entry_timeout = s->cache.entry_timeout;
-  s->Remember(st.st_ino);
+  s->Remember(st.st_ino, parent, name);
   if (fuse_reply_create(req, &e, fi) != 0) {
     s->Forget(st.st_ino, 1);
     (void)s->Drop(fi->fh);

@@ -57,6 +57,6 @@ struct SharedState {
 };
 
 constexpr uint64_t kSharedMagic = 0x4d415046534d454dull;  // "MAPFSMEM"
-constexpr uint64_t kSharedLayoutVersion = 3;
+constexpr uint64_t kSharedLayoutVersion = 4;  // 4: meta::FsShared::changes
 
 }  // namespace mapfs::medium
