@@ -9,7 +9,8 @@
 // once more, and waits on the `wake` futex; a writer, after publishing,
 // wakes it only if `sleeping` was set (sequentially consistent on both
 // sides, so one of them sees the other). Writers pay the system call only
-// for the first change after the follower went idle.
+// for the first change after the follower went idle, and not at all for
+// changes the only follower would skip (its own process's).
 #include "fs/change_ring.h"
 
 #include <linux/futex.h>
@@ -55,7 +56,11 @@ void ChangePublisher::Publish(ChangeKind kind, uint64_t a, uint64_t b, uint64_t 
     e.name[w].store(word, std::memory_order_relaxed);
   }
   e.seq.store(q);  // seq_cst: also orders the `sleeping` load below
-  if (ring_->sleeping.load() != 0 && ring_->sleeping.exchange(0) != 0) {
+  // The only follower is this process's own (a FUSE daemon's writes): it
+  // skips them anyway, so it sleeps on.
+  if (ring_->sleeping.load() == 0) return;
+  if (ring_->followers.load() == 1 && ring_->sleeper.load() == pool_->mount_token()) return;
+  if (ring_->sleeping.exchange(0) != 0) {
     ring_->wake.fetch_add(1);
     FutexWake(&ring_->wake);
   }
@@ -116,6 +121,7 @@ bool ChangeFollower::Drain(const std::function<void(const Change&)>& fn) {
 
 void ChangeFollower::Wait(int timeout_ms) {
   uint32_t w = ring_->wake.load();
+  ring_->sleeper.store(token_);
   ring_->sleeping.store(1);
   if (ring_->head.load() != seen_) return;
   FutexWait(&ring_->wake, w, timeout_ms);

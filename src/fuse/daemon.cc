@@ -60,11 +60,12 @@ int Serve(const MountOptions& opt, int ready_fd) {
   }
   // The kernel caches names, attributes and pages; the follower of the
   // pool's change ring invalidates what other processes change (README
-  // "The FUSE mount"). Nothing is cached negatively: a name another process
-  // creates needs no notice.
+  // "The FUSE mount"), so the timeouts only bound what a change nobody
+  // publishes (an access time) leaves stale. Nothing is cached negatively:
+  // a name another process creates needs no notice.
   CachePolicy cache;
-  cache.entry_timeout = 1.0;
-  cache.attr_timeout = 1.0;
+  cache.entry_timeout = 5.0;
+  cache.attr_timeout = 5.0;
   cache.keep_cache = true;
   MountState* state = NewMountState(std::move(*mounted), cache);
 

@@ -39,6 +39,7 @@ struct ChangeRing {
   alignas(64) std::atomic<uint32_t> followers;  // registered followers (writers skip the ring at 0)
   std::atomic<uint32_t> sleeping;  // a follower waits on `wake` (futex)
   std::atomic<uint32_t> wake;
+  std::atomic<uint64_t> sleeper;   // mount token of the last follower that went to sleep
   alignas(64) ChangeEntry ring[kChangeRing];
 };
 

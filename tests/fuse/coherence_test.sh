@@ -4,10 +4,10 @@
 # does) must show through it without waiting for a cache to expire. Each
 # check first warms the kernel's caches through the mount (stat, read,
 # list), then changes the pool from outside, then polls the mount for at
-# most 1 s (the daemon's propagation; the entry and attribute timeouts are
-# 1 s too, so a daemon that missed the change would also fail the
-# later checks on held-open files and names listed again). Then all of it
-# again while other processes keep the pool and the ring busy.
+# most 1 s (the daemon's propagation; the kernel's entry and attribute
+# timeouts are 5 s, and cached pages stay until invalidated, so only the
+# daemon's notices make these checks pass). Then all of it again while
+# other processes keep the pool and the ring busy.
 # Usage: coherence_test.sh PATH/TO/mapfs
 source "$(dirname "$0")/common.sh" "$@"
 P=$WORK/pool M=$WORK/mnt
