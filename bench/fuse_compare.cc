@@ -1,4 +1,5 @@
-// Per-call cost of 4 KiB reads, 4 KiB overwrites and create+close on
+// Per-call cost of 4 KiB reads (first read after the open, and cached: read
+// again in the same open), stat, 4 KiB overwrites and create+close on
 // directories given as NAME=DIR, through plain system calls, so one run
 // compares tmpfs, the LD_PRELOAD shim (a DIR under MAPFS_MOUNT, when this
 // runs under `mapfs run`) and the FUSE mount (a DIR in the mount). Built and
@@ -7,8 +8,10 @@
 // Each round runs every workload on every directory in turn (A B C A B C
 // ...), so a busy machine slows all of them alike; the result is the median
 // over the rounds of the mean time per call. Reads and writes hit distinct
-// pages in a random order (each read is the first touch of its page since
-// the file was opened, so the mount cannot answer it from the page cache).
+// pages in a random order. "pread" is the first read of each page since the
+// file was opened (a mount that keeps pages across opens may still answer
+// it from the page cache); "pread (cached)" reads every page once, then
+// times reading them all again in the same open.
 //
 // Usage: fuse_compare [--ops N] [--rounds R] NAME=DIR...
 #include <fcntl.h>
@@ -44,7 +47,7 @@ uint64_t NowNs() {
 
 struct Target {
   std::string name, dir;
-  std::vector<double> read_ns, write_ns, create_ns;  // per call, one per round
+  std::vector<double> read_ns, cached_ns, stat_ns, write_ns, create_ns;  // per call, one per round
 };
 
 // The data file: `pages` pages written once.
@@ -68,6 +71,28 @@ double TimeIo(const std::string& path, bool write, const std::vector<size_t>& pa
   uint64_t t1 = NowNs();
   if (::close(fd) != 0) Die("close " + path);
   return static_cast<double>(t1 - t0) / static_cast<double>(pages.size());
+}
+
+double TimeCachedRead(const std::string& path, const std::vector<size_t>& pages, char* buf) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) Die("open " + path);
+  for (size_t p : pages)
+    if (::pread(fd, buf, kIo, static_cast<off_t>(p * kIo)) != static_cast<ssize_t>(kIo)) Die("pread " + path);
+  uint64_t t0 = NowNs();
+  for (size_t p : pages)
+    if (::pread(fd, buf, kIo, static_cast<off_t>(p * kIo)) != static_cast<ssize_t>(kIo)) Die("pread " + path);
+  uint64_t t1 = NowNs();
+  if (::close(fd) != 0) Die("close " + path);
+  return static_cast<double>(t1 - t0) / static_cast<double>(pages.size());
+}
+
+double TimeStat(const std::string& path, size_t n) {
+  struct stat st;
+  uint64_t t0 = NowNs();
+  for (size_t i = 0; i < n; i++)
+    if (::stat(path.c_str(), &st) != 0) Die("stat " + path);
+  uint64_t t1 = NowNs();
+  return static_cast<double>(t1 - t0) / static_cast<double>(n);
 }
 
 double TimeCreate(const std::string& dir, size_t n) {
@@ -105,7 +130,7 @@ int main(int argc, char** argv) {
     } else if (a == "--rounds" && i + 1 < argc) {
       rounds = std::atoi(argv[++i]);
     } else if (a.find('=') != std::string::npos && a[0] != '-') {
-      ts.push_back({a.substr(0, a.find('=')), a.substr(a.find('=') + 1), {}, {}, {}});
+      ts.push_back({a.substr(0, a.find('=')), a.substr(a.find('=') + 1), {}, {}, {}, {}, {}});
     } else {
       std::fprintf(stderr, "usage: fuse_compare [--ops N] [--rounds R] NAME=DIR...\n");
       return 2;
@@ -125,6 +150,9 @@ int main(int argc, char** argv) {
     for (auto& t : ts) t.write_ns.push_back(TimeIo(t.dir + "/cmp.dat", true, pages, buf.data()));
     std::shuffle(pages.begin(), pages.end(), rng);
     for (auto& t : ts) t.read_ns.push_back(TimeIo(t.dir + "/cmp.dat", false, pages, buf.data()));
+    std::shuffle(pages.begin(), pages.end(), rng);
+    for (auto& t : ts) t.cached_ns.push_back(TimeCachedRead(t.dir + "/cmp.dat", pages, buf.data()));
+    for (auto& t : ts) t.stat_ns.push_back(TimeStat(t.dir + "/cmp.dat", ops));
     for (auto& t : ts) t.create_ns.push_back(TimeCreate(t.dir + "/c" + std::to_string(r), ops));
   }
   for (auto& t : ts)
@@ -140,6 +168,8 @@ int main(int argc, char** argv) {
     std::printf("\n");
   };
   row("4 KiB pread", &Target::read_ns);
+  row("4 KiB pread (cached)", &Target::cached_ns);
+  row("stat", &Target::stat_ns);
   row("4 KiB pwrite (overwrite)", &Target::write_ns);
   row("create + close", &Target::create_ns);
   return 0;

@@ -178,6 +178,7 @@ Result<size_t> FileSystem::Write(OpenFile& f, const void* buf, size_t n, int64_t
   auto r = data_->Write(in, inodes_->VoffOf(f.ino), buf, n, at, mode >= 0 ? static_cast<file::Mode>(mode) : f.mode,
                         Mapped(f.ino), f.ino);
   if (r.ok() && off < 0) f.offset = at + *r;
+  if (r.ok() && *r > 0) changes_->Data(f.ino, at, *r);
   return r;
 }
 
@@ -234,6 +235,7 @@ Status FileSystem::Ftruncate(OpenFile& f, int64_t size) {
   medium::Store64(reinterpret_cast<uint64_t*>(&in->mtime_ns), static_cast<uint64_t>(now));
   medium::Store64(reinterpret_cast<uint64_t*>(&in->ctime_ns), static_cast<uint64_t>(now));
   medium::Persist(in, 64);
+  changes_->Data(f.ino, static_cast<uint64_t>(size), 0);
   return Status::Ok();
 }
 
@@ -267,8 +269,10 @@ Status FileSystem::Fallocate(OpenFile& f, int mode, int64_t off, int64_t len) {
   InodeLock l(locks_.get(), f.ino, true);
   mount_->vm().Sync();
   if (Ino(f.ino)->mode & (S_ISUID | S_ISGID)) DropSetIdOnWrite(f.ino);
-  return data_->Fallocate(Ino(f.ino), inodes_->VoffOf(f.ino), mode, static_cast<uint64_t>(off),
-                          static_cast<uint64_t>(len), f.mode, Mapped(f.ino), f.ino);
+  Status st = data_->Fallocate(Ino(f.ino), inodes_->VoffOf(f.ino), mode, static_cast<uint64_t>(off),
+                               static_cast<uint64_t>(len), f.mode, Mapped(f.ino), f.ino);
+  if (st.ok()) changes_->Data(f.ino, static_cast<uint64_t>(off), static_cast<uint64_t>(len));
+  return st;
 }
 
 namespace {
@@ -307,6 +311,14 @@ Status FileSystem::FillStat(uint64_t ino, struct stat* st) {
 Status FileSystem::Fstat(OpenFile& f, struct stat* st) {
   InodeLock l(locks_.get(), f.ino, false);
   return FillStat(f.ino, st);
+}
+
+Status FileSystem::StatIno(uint64_t ino, struct stat* st, uint64_t* generation) {
+  if (ino == 0 || !inodes_->Valid(ino)) return Status::Error(ENOENT, "no such file or directory");
+  InodeLock l(locks_.get(), ino, false);
+  MAPFS_RETURN_IF_ERROR(FillStat(ino, st));
+  if (generation != nullptr) *generation = medium::Load64(&Ino(ino)->generation);
+  return Status::Ok();
 }
 
 Status FileSystem::Stat(std::string_view path, struct stat* st, bool follow, uint64_t at) {

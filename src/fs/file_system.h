@@ -27,6 +27,7 @@
 #include <string_view>
 
 #include "common/status.h"
+#include "fs/change_ring.h"
 #include "dir/cib.h"
 #include "fs/cred.h"
 #include "file/file_data.h"
@@ -205,6 +206,7 @@ class FileSystem {
   // AT_EACCESS (check with the effective ids, else the real ones, for the
   // path walk too) and AT_SYMLINK_NOFOLLOW.
   Status Access(std::string_view path, int mode, int flags = 0, uint64_t at = 0);
+  Status AccessIno(uint64_t ino, int mode);
   Status Chmod(std::string_view path, mode_t mode, bool follow = true, uint64_t at = 0);
   Status Chown(std::string_view path, uid_t uid, gid_t gid, bool follow = true, uint64_t at = 0);
   // ts may be null (now); UTIME_NOW / UTIME_OMIT honoured.
@@ -213,6 +215,29 @@ class FileSystem {
   Status Statfs(struct statvfs* st);
   // The inode a path names (following symlinks unless !follow).
   Result<uint64_t> Lookup(std::string_view path, bool follow = true, uint64_t at = 0);
+
+  // Calls on an inode held by number (the FUSE mount's node ids: the kernel
+  // resolves names itself, one component at a time with LookupIn-like calls
+  // `Stat(name, st, false, parent)`, and then names the inode). ENOENT when
+  // the inode is free (removed meanwhile, maybe reused: callers that keep
+  // numbers must hear of removals, see the change ring).
+  // *generation (if asked): the slot's generation, different for each
+  // inode that ever used the number (FUSE node ids are number + generation).
+  Status StatIno(uint64_t ino, struct stat* st, uint64_t* generation = nullptr);
+  Result<std::string> ReadlinkIno(uint64_t ino);
+  Status ChmodIno(uint64_t ino, mode_t mode);
+  Status ChownIno(uint64_t ino, uid_t uid, gid_t gid);
+  Status UtimensIno(uint64_t ino, const struct timespec ts[2]);
+  // link(2) of inode `ino` (not a directory, still linked) as `to`.
+  Status LinkIno(uint64_t ino, std::string_view to, uint64_t to_at = 0);
+
+  // Follows the changes every process (this one's other threads excepted)
+  // commits to the pool from now on (fs/change_ring.h): the FUSE daemon's
+  // way to keep its kernel's caches coherent.
+  std::unique_ptr<ChangeFollower> FollowChanges();
+  // Some process mapped inode `ino`'s data (its stores then reach the pool
+  // without a call, so no change is published for them).
+  bool MappedAnywhere(uint64_t ino) const { return ino < meta::format::kMaxInodes && Mapped(ino); }
 
   // fsck of the file system layers (the pool's own checks are separate).
   FsCheckReport Check();
@@ -252,7 +277,6 @@ class FileSystem {
   // Under `parent`'s lock: `name` still names `ino` there (a Walk's
   // finding, checked at its location first, else by a lookup).
   bool StillNames(uint64_t parent_root, const Walk& w, std::string_view name, uint64_t ino);
-  Result<std::string> ReadlinkIno(uint64_t ino);
   Status LockAndRecheck(meta::LockSet* ls, const Walk& w, uint64_t ino);
   Status CreateNode(const Walk& w, mode_t mode, const std::string* link_target, uint64_t* out_ino, bool pin,
                     const Owner* owner, uint64_t rdev = 0);
@@ -311,6 +335,7 @@ class FileSystem {
   std::map<uint64_t, std::vector<BlockView>> block_views_;
   Result<char*> MapBlocks(OpenFile& f, uint64_t* cap);
   meta::FsShared* shared_ = nullptr;
+  std::unique_ptr<ChangePublisher> changes_;
   file::Mode default_mode_ = file::Mode::kSync;
   bool recovered_ = false;
   uint64_t dev_ = 0;

@@ -76,6 +76,7 @@ Result<std::unique_ptr<FileSystem>> FileSystem::Mount(const std::string& pool, c
   fs->cib_ = std::make_unique<dir::Cib>(dir::Env{&p, &vm, &sp});
   fs->data_ = std::make_unique<file::FileData>(&p, &vm, &sp);
   fs->shared_ = meta::FsSharedOf(&p);
+  fs->changes_ = std::make_unique<ChangePublisher>(&fs->shared_->changes, &p);
   fs->locks_ = std::make_unique<meta::InodeLocks>(&p);
   fs->dev_ = DeviceOf(p.header().uuid);
   int mode = opt.mode >= 0 ? opt.mode : static_cast<int>(p.header().default_mode);
@@ -142,6 +143,10 @@ Result<std::unique_ptr<FileSystem>> FileSystem::Mount(const std::string& pool, c
 }
 
 FileSystem::~FileSystem() { (void)Unmount(); }
+
+std::unique_ptr<ChangeFollower> FileSystem::FollowChanges() {
+  return std::make_unique<ChangeFollower>(&shared_->changes, mount_->pool().mount_token());
+}
 
 Status FileSystem::Unmount() {
   if (!mount_) return Status::Ok();

@@ -223,6 +223,7 @@ Result<uint64_t> FileSystem::Lookup(std::string_view path, bool follow, uint64_t
 }
 
 Result<std::string> FileSystem::ReadlinkIno(uint64_t ino) {
+  if (ino == 0 || !inodes_->Valid(ino)) return Status::Error(EINVAL, "not a symbolic link");
   InodeLock l(locks_.get(), ino, false);
   Inode* in = Ino(ino);
   if (in == nullptr || !S_ISLNK(in->mode)) return Status::Error(EINVAL, "not a symbolic link");
@@ -265,6 +266,17 @@ Status FileSystem::Access(std::string_view path, int mode, int flags, uint64_t a
     if (in == nullptr || in->mode == 0) continue;  // removed meanwhile
     return InodePermission(c, in, mode);
   }
+}
+
+// The FUSE mount's access (without default_permissions): the kernel walked
+// the path; the request's ids are the effective ones (as AT_EACCESS).
+Status FileSystem::AccessIno(uint64_t ino, int mode) {
+  if (mode & ~(R_OK | W_OK | X_OK)) return Status::Error(EINVAL, "bad access mode");
+  if (ino == 0 || !inodes_->Valid(ino)) return Status::Error(ENOENT, "no such file or directory");
+  InodeLock l(locks_.get(), ino, false);
+  Inode* in = Ino(ino);
+  if (in == nullptr || in->mode == 0) return Status::Error(ENOENT, "file was removed");
+  return mode == F_OK ? Status::Ok() : InodePermission(CurrentCred(), in, mode);
 }
 
 // Linux with fs.protected_hardlinks = 1 (every major distribution's
@@ -462,6 +474,7 @@ Status FileSystem::CreateNode(const Walk& w, mode_t mode, const std::string* lin
   if (st.ok()) st = tx.Commit();
   if (!st.ok()) return undo(st);
   if (pin) shared_->open_count[*ino].fetch_add(1);
+  changes_->Name(w.parent, w.name, *ino);
   if (out_ino) *out_ino = *ino;
   return Status::Ok();
 }
@@ -536,6 +549,7 @@ Status FileSystem::Unlink(std::string_view path, uint64_t at) {
     MAPFS_RETURN_IF_ERROR(TouchDir(w->parent, now, 0, &tx));
     MAPFS_RETURN_IF_ERROR(DropLink(w->ino, now, &tx, &free_after));
     MAPFS_RETURN_IF_ERROR(tx.Commit());
+    changes_->Name(w->parent, w->name, w->ino);
     if (free_after) FreeInode(w->ino, part, mode, flags);
     return Status::Ok();
   }
@@ -572,17 +586,25 @@ Status FileSystem::Rmdir(std::string_view path, uint64_t at) {
     MAPFS_RETURN_IF_ERROR(TouchDir(w->parent, now, -1, &tx));
     MAPFS_RETURN_IF_ERROR(DropLink(w->ino, now, &tx, &free_after));
     MAPFS_RETURN_IF_ERROR(tx.Commit());
+    changes_->Name(w->parent, w->name, w->ino);
     if (free_after) FreeInode(w->ino, part, S_IFDIR, 0);
     return Status::Ok();
   }
 }
 
 Status FileSystem::Link(std::string_view from, std::string_view to, bool follow, uint64_t from_at, uint64_t to_at) {
+  // Only the target's walk can go stale (EAGAIN below): the source's inode
+  // is checked again under its lock.
+  auto s = Resolve(CurrentCred(), from_at, from, follow);
+  if (!s.ok()) return s.status();
+  if (s->ino == 0) return Status::Error(ENOENT, "no such file or directory");
+  return LinkIno(s->ino, to, to_at);
+}
+
+Status FileSystem::LinkIno(uint64_t ino, std::string_view to, uint64_t to_at) {
+  if (ino == 0 || !inodes_->Valid(ino)) return Status::Error(ENOENT, "no such file or directory");
   for (;;) {
     const Cred& cr = CurrentCred();
-    auto s = Resolve(cr, from_at, from, follow);
-    if (!s.ok()) return s.status();
-    if (s->ino == 0) return Status::Error(ENOENT, "no such file or directory");
     auto d = Resolve(cr, to_at, to, false, 0, true);
     if (!d.ok()) return d.status();
     if (d->ino != 0) return Status::Error(EEXIST, "file exists");
@@ -590,26 +612,28 @@ Status FileSystem::Link(std::string_view from, std::string_view to, bool follow,
     if (d->trailing_slash) return Status::Error(ENOENT, "no such directory");
     LockSet ls(locks_.get());
     ls.Add(d->parent, true);
-    ls.Add(s->ino, true);
+    ls.Add(ino, true);
     Status st = LockAndRecheck(&ls, *d, 0);
     if (st.code() == EAGAIN) continue;
     if (!st.ok()) return st;
     // may_linkat (protected hardlinks), may_create, then the directory's
     // EPERM (do_linkat's and vfs_link's order).
-    MAPFS_RETURN_IF_ERROR(MayLink(cr, Ino(s->ino)));
+    MAPFS_RETURN_IF_ERROR(MayLink(cr, Ino(ino)));
     MAPFS_RETURN_IF_ERROR(MayCreate(cr, d->parent));
-    if (s->type == DT_DIR) return Status::Error(EPERM, "hard link to a directory");
-    Inode* in = Ino(s->ino);
+    Inode* in = Ino(ino);
     if (in->mode == 0 || in->nlink == 0) return Status::Error(ENOENT, "file was removed");
+    if (S_ISDIR(in->mode)) return Status::Error(EPERM, "hard link to a directory");
     if (d->name.size() > dir::kMaxName) return Status::Error(ENAMETOOLONG, "name too long");
     MetaTx tx(&mount_->pool(), &mount_->vm());
     int64_t now = file::NowNs();
-    uint64_t iv = inodes_->VoffOf(s->ino);
-    MAPFS_RETURN_IF_ERROR(cib_->Insert(DirRoot(d->parent), d->name, {s->ino, DtOf(in->mode)}, &tx));
+    uint64_t iv = inodes_->VoffOf(ino);
+    MAPFS_RETURN_IF_ERROR(cib_->Insert(DirRoot(d->parent), d->name, {ino, DtOf(in->mode)}, &tx));
     MAPFS_RETURN_IF_ERROR(tx.Store64(iv + offsetof(Inode, nlink), in->nlink + 1));
     MAPFS_RETURN_IF_ERROR(tx.Store64(iv + offsetof(Inode, ctime_ns), static_cast<uint64_t>(now)));
     MAPFS_RETURN_IF_ERROR(TouchDir(d->parent, now, 0, &tx));
-    return tx.Commit();
+    MAPFS_RETURN_IF_ERROR(tx.Commit());
+    changes_->Name(d->parent, d->name, ino);
+    return Status::Ok();
   }
 }
 
@@ -749,7 +773,10 @@ Status FileSystem::Rename(std::string_view from, std::string_view to, unsigned f
       }
       MAPFS_RETURN_IF_ERROR(TouchDir(s->parent, now, sdelta, &tx));
       if (cross) MAPFS_RETURN_IF_ERROR(TouchDir(d->parent, now, ddelta, &tx));
-      return tx.Commit();
+      MAPFS_RETURN_IF_ERROR(tx.Commit());
+      changes_->Name(s->parent, s->name, s->ino);
+      changes_->Name(d->parent, d->name, d->ino);
+      return Status::Ok();
     }
     if (di) {
       MAPFS_RETURN_IF_ERROR(cib_->Replace(droot, d->name, {s->ino, DtOf(si->mode)}, &tx));
@@ -770,6 +797,9 @@ Status FileSystem::Rename(std::string_view from, std::string_view to, unsigned f
     MAPFS_RETURN_IF_ERROR(TouchDir(s->parent, now, cross ? sdelta : sdelta + ddelta, &tx));
     if (cross) MAPFS_RETURN_IF_ERROR(TouchDir(d->parent, now, ddelta, &tx));
     MAPFS_RETURN_IF_ERROR(tx.Commit());
+    changes_->Name(s->parent, s->name, s->ino);
+    changes_->Name(d->parent, d->name, d->ino);  // d->ino: the replaced inode (0 if none)
+    if (d->ino != 0) changes_->Attr(s->ino);
     if (free_after) FreeInode(d->ino, dpart, dmode, dflags);
     return Status::Ok();
   }
@@ -781,7 +811,9 @@ Status FileSystem::SetAttr(uint64_t ino, const std::function<Status(Inode*, Meta
   if (in == nullptr || in->mode == 0) return Status::Error(ENOENT, "file was removed");
   MetaTx tx(&mount_->pool(), &mount_->vm());
   MAPFS_RETURN_IF_ERROR(fn(in, &tx, inodes_->VoffOf(ino)));
-  return tx.Commit();
+  MAPFS_RETURN_IF_ERROR(tx.Commit());
+  changes_->Attr(ino);
+  return Status::Ok();
 }
 
 namespace {
@@ -868,9 +900,22 @@ Status FileSystem::Utimens(std::string_view path, const struct timespec ts[2], b
   const Cred& c = CurrentCred();
   return SetAttr(*ino, [&](Inode* in, MetaTx* tx, uint64_t v) { return UtimensFn(c, ts, in, tx, v); });
 }
-Status FileSystem::Futimens(OpenFile& f, const struct timespec ts[2]) {
+Status FileSystem::Futimens(OpenFile& f, const struct timespec ts[2]) { return UtimensIno(f.ino, ts); }
+// By inode number (the FUSE mount's node ids), checked as the caller.
+Status FileSystem::ChmodIno(uint64_t ino, mode_t mode) {
+  if (ino == 0 || !inodes_->Valid(ino)) return Status::Error(ENOENT, "no such file or directory");
   const Cred& c = CurrentCred();
-  return SetAttr(f.ino, [&](Inode* in, MetaTx* tx, uint64_t v) { return UtimensFn(c, ts, in, tx, v); });
+  return SetAttr(ino, [&](Inode* in, MetaTx* tx, uint64_t v) { return ChmodFn(c, mode, in, tx, v); });
+}
+Status FileSystem::ChownIno(uint64_t ino, uid_t uid, gid_t gid) {
+  if (ino == 0 || !inodes_->Valid(ino)) return Status::Error(ENOENT, "no such file or directory");
+  const Cred& c = CurrentCred();
+  return SetAttr(ino, [&](Inode* in, MetaTx* tx, uint64_t v) { return ChownFn(c, uid, gid, in, tx, v); });
+}
+Status FileSystem::UtimensIno(uint64_t ino, const struct timespec ts[2]) {
+  if (ino == 0 || !inodes_->Valid(ino)) return Status::Error(ENOENT, "no such file or directory");
+  const Cred& c = CurrentCred();
+  return SetAttr(ino, [&](Inode* in, MetaTx* tx, uint64_t v) { return UtimensFn(c, ts, in, tx, v); });
 }
 
 }  // namespace mapfs::fs

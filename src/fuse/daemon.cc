@@ -22,6 +22,7 @@
 #include <cstring>
 #include <vector>
 
+#include "fuse/follow.h"
 #include "fuse/fuse_ops.h"
 
 namespace mapfs::fuse {
@@ -103,7 +104,16 @@ int Serve(const MountOptions& opt, int ready_fd) {
     ::unlink(lock.c_str());
     return 1;
   }
-  MountState* state = NewMountState(std::move(*mounted));
+  // The kernel caches names, attributes and pages; the follower of the
+  // pool's change ring invalidates what other processes change (README
+  // "The FUSE mount"), so the timeouts only bound what a change nobody
+  // publishes (an access time) leaves stale. Nothing is cached negatively:
+  // a name another process creates needs no notice.
+  CachePolicy cache;
+  cache.entry_timeout = 5.0;
+  cache.attr_timeout = 5.0;
+  cache.keep_cache = true;
+  MountState* state = NewMountState(std::move(*mounted), cache);
 
   // default_permissions: the kernel checks modes and owners too (the core
   // checks each request as its caller, fuse_ops.cc AsCaller, so the two
@@ -117,16 +127,16 @@ int Serve(const MountOptions& opt, int ready_fd) {
   for (auto& a : argv_s) argv.push_back(a.data());
   struct fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
   int rc = 1;
-  struct fuse* f = fuse_new(&args, &Operations(), sizeof(struct fuse_operations), state);
-  if (f == nullptr) {
+  struct fuse_session* se = fuse_session_new(&args, &Operations(), sizeof(struct fuse_lowlevel_ops), state);
+  if (se == nullptr) {
     std::fprintf(stderr, "mapfs mount: libfuse refused the options (-o %s)\n", o.c_str());
-  } else if (fuse_mount(f, opt.dir.c_str()) != 0) {
+  } else if (fuse_session_mount(se, opt.dir.c_str()) != 0) {
     std::fprintf(stderr,
                  "mapfs mount: the kernel refused to mount %s (is /dev/fuse there and usable? "
                  "is fusermount3 installed?)\n",
                  opt.dir.c_str());
   } else {
-    struct fuse_session* se = fuse_get_session(f);
+    SetSession(state, se);
     // libfuse installs its handlers only where a signal's disposition is
     // SIG_DFL, and a shell starts background jobs (`mapfs mount -f &`) with
     // SIGINT ignored: without this, SIGINT would leave the mount served
@@ -153,15 +163,20 @@ int Serve(const MountOptions& opt, int ready_fd) {
       fuse_loop_cfg_set_max_threads(lc, 16);
       // 0 when unmounted, the signal's number when a signal ended it, -errno
       // on an error.
-      int loop = fuse_loop_mt(f, lc);
+      int loop;
+      {
+        Follower follower(state);
+        loop = fuse_session_loop_mt(se, lc);
+      }
       rc = loop < 0 ? 1 : 0;
       if (loop < 0) std::fprintf(stderr, "mapfs mount: serving %s: %s\n", opt.dir.c_str(), std::strerror(-loop));
       fuse_loop_cfg_destroy(lc);
       fuse_remove_signal_handlers(se);
     }
-    fuse_unmount(f);
+    SetSession(state, nullptr);
+    fuse_session_unmount(se);
   }
-  if (f != nullptr) fuse_destroy(f);
+  if (se != nullptr) fuse_session_destroy(se);
   fuse_opt_free_args(&args);
   Status st = FinishMountState(state);
   if (!st.ok()) {

@@ -1,20 +1,15 @@
-// libfuse3 high-level operations over fs::FileSystem (see fuse_ops.h).
+// libfuse3 low-level operations over fs::FileSystem (see fuse_ops.h).
 //
-// Paths come from libfuse, already resolved by the kernel component by
-// component, so no call here follows a symlink in the last component.
-// Handles (fi->fh) own one core OpenFile each; release closes it.
+// Node ids. A node id is the inode number, with the pool's generation of
+// the slot: the kernel may still hold a node for a number the pool freed
+// and reused (a removed directory's node, marked dead, lingers until its
+// forget), and a new generation makes it take a fresh node instead of the
+// old one. Handles (fi->fh) own one core
+// OpenFile each; release closes it.
 //
-// Unlinked open files. libfuse's path API cannot name a file that is open
-// but has no name any more, and the kernel sends fstat of it without a
-// handle, so a plain unlink would make fstat of such a file fail (ESTALE).
-// So hard_remove is off: to unlink (or rename over) a name that is open on
-// the mount, libfuse renames it to a hidden name ".fuse_hidden<id>" and
-// unlinks that name after the last release. Rename recognises that move and
-// unlinks the file in the core at once (so its link count is 0 and it is in
-// no directory, as on Linux) while it keeps an open description of it under
-// the hidden name; the calls that come by path (stat, chmod, chown,
-// truncate, utimens) use that description, and the unlink of the hidden name
-// closes it. The hidden names exist only in the daemon, never in the pool.
+// Unlinked open files need nothing special here: the kernel sends unlink by
+// name, the core keeps the inode while a handle has it open (open count),
+// and getattr/setattr come by inode number, which still works.
 #include "fuse/fuse_ops.h"
 
 #include <fcntl.h>
@@ -27,42 +22,18 @@
 #include <unordered_set>
 #include <vector>
 
+#include "fuse/mount_state.h"
+
 namespace mapfs::fuse {
 
-struct Handle {
-  std::shared_ptr<fs::OpenFile> f;
-};
-
-struct MountState {
-  std::unique_ptr<fs::FileSystem> fs;
-  std::mutex mu;  // handles, hidden
-  std::unordered_set<Handle*> handles;
-  // Hidden name -> an open description of the unlinked file (see above).
-  std::unordered_map<std::string, std::shared_ptr<fs::OpenFile>> hidden;
-
-  uint64_t Add(std::shared_ptr<fs::OpenFile> f) {
-    auto* h = new Handle{std::move(f)};
-    std::lock_guard<std::mutex> g(mu);
-    handles.insert(h);
-    return reinterpret_cast<uint64_t>(h);
-  }
-  Status Drop(uint64_t fh) {
-    auto* h = reinterpret_cast<Handle*>(fh);
-    {
-      std::lock_guard<std::mutex> g(mu);
-      handles.erase(h);
-    }
-    Status st = fs->Close(*h->f);
-    delete h;
-    return st;
-  }
-};
-
-MountState* NewMountState(std::unique_ptr<fs::FileSystem> fs) {
+MountState* NewMountState(std::unique_ptr<fs::FileSystem> fs, const CachePolicy& cache) {
   auto* s = new MountState;
   s->fs = std::move(fs);
+  s->cache = cache;
   return s;
 }
+
+void SetSession(MountState* s, struct fuse_session* se) { s->se.store(se); }
 
 Status FinishMountState(MountState* s) {
   std::vector<Handle*> left;
@@ -75,79 +46,71 @@ Status FinishMountState(MountState* s) {
     (void)s->fs->Close(*h->f);
     delete h;
   }
-  for (auto& [name, f] : s->hidden) (void)s->fs->Close(*f);
-  s->hidden.clear();
   Status st = s->fs->Unmount();
   delete s;
   return st;
 }
 
+uint64_t MountState::Add(std::shared_ptr<fs::OpenFile> f) {
+  auto* h = new Handle{std::move(f)};
+  std::lock_guard<std::mutex> g(mu);
+  handles.insert(h);
+  return reinterpret_cast<uint64_t>(h);
+}
+
+Status MountState::Drop(uint64_t fh) {
+  auto* h = reinterpret_cast<Handle*>(fh);
+  {
+    std::lock_guard<std::mutex> g(mu);
+    handles.erase(h);
+  }
+  Status st = fs->Close(*h->f);
+  delete h;
+  return st;
+}
+
+void MountState::Remember(uint64_t ino, uint64_t parent, std::string_view name) {
+  std::lock_guard<std::mutex> g(known_mu);
+  Known& k = known[ino];
+  k.nlookup++;
+  for (auto& [p, n] : k.names)
+    if (p == parent && n == name) return;
+  // Bounded: a file with thousands of hard links keeps the first ones; the
+  // others expire with the entry timeout.
+  if (k.names.size() < 64) k.names.emplace_back(parent, std::string(name));
+}
+
+void MountState::Forget(uint64_t ino, uint64_t n) {
+  std::lock_guard<std::mutex> g(known_mu);
+  auto it = known.find(ino);
+  if (it == known.end()) return;
+  if (it->second.nlookup <= n)
+    known.erase(it);
+  else
+    it->second.nlookup -= n;
+}
+
+bool MountState::Knows(uint64_t ino) {
+  if (ino == FUSE_ROOT_ID) return true;
+  std::lock_guard<std::mutex> g(known_mu);
+  return known.count(ino) != 0;
+}
+
 namespace {
 
-MountState* State() { return static_cast<MountState*>(fuse_get_context()->private_data); }
-fs::FileSystem& Fs() { return *State()->fs; }
+MountState* State(fuse_req_t req) { return static_cast<MountState*>(fuse_req_userdata(req)); }
+fs::FileSystem& Fs(fuse_req_t req) { return *State(req)->fs; }
 fs::OpenFile& File(const struct fuse_file_info* fi) { return *reinterpret_cast<Handle*>(fi->fh)->f; }
 
-int Err(const Status& st) {
-  if (st.ok()) return 0;
-  return -(st.code() ? st.code() : EIO);
-}
-
-constexpr std::string_view kHiddenPrefix = ".fuse_hidden";  // libfuse's hide_node()
-
-bool IsHiddenName(std::string_view path) {
-  size_t slash = path.rfind('/');
-  return path.substr(slash == std::string_view::npos ? 0 : slash + 1).starts_with(kHiddenPrefix);
-}
-
-// The unlinked open file libfuse calls `path`, or null.
-std::shared_ptr<fs::OpenFile> Hidden(const char* path) {
-  if (path == nullptr || !IsHiddenName(path)) return nullptr;
-  MountState* s = State();
-  std::lock_guard<std::mutex> g(s->mu);
-  auto it = s->hidden.find(path);
-  return it == s->hidden.end() ? nullptr : it->second;
-}
-
-// libfuse hides `from` (open on the mount) under the new name `to`: unlink
-// it in the core, keeping an open description under `to`.
-int Hide(const char* from, const char* to) {
-  // O_RDWR: truncate by path may come for it (the kernel checked access).
-  auto f = Fs().Open(from, O_RDWR | O_NOFOLLOW, 0);
-  if (!f.ok()) return Err(f.status());
-  Status st = Fs().Unlink(from);
-  if (!st.ok()) {
-    (void)Fs().Close(**f);
-    return Err(st);
-  }
-  MountState* s = State();
-  std::lock_guard<std::mutex> g(s->mu);
-  s->hidden[to] = std::move(*f);
-  return 0;
-}
-
-// The last release of a hidden file: libfuse unlinks its hidden name.
-bool Unhide(const char* path) {
-  if (!IsHiddenName(path)) return false;
-  MountState* s = State();
-  std::shared_ptr<fs::OpenFile> f;
-  {
-    std::lock_guard<std::mutex> g(s->mu);
-    auto it = s->hidden.find(path);
-    if (it == s->hidden.end()) return false;
-    f = std::move(it->second);
-    s->hidden.erase(it);
-  }
-  (void)Fs().Close(*f);
-  return true;
-}
+int Errno(const Status& st) { return st.ok() ? 0 : (st.code() > 0 ? st.code() : EIO); }
+void ReplyStatus(fuse_req_t req, const Status& st) { fuse_reply_err(req, Errno(st)); }
 
 // The requesting process's supplementary groups (libfuse reads them from
 // /proc: only asked for when a check needs them, fs/cred.h).
-void LoadRequestGroups(void*, std::vector<gid_t>* out) {
+void LoadRequestGroups(void* req, std::vector<gid_t>* out) {
   out->resize(32);
   for (int tries = 0; tries < 4; tries++) {
-    int n = fuse_getgroups(static_cast<int>(out->size()), out->data());
+    int n = fuse_req_getgroups(static_cast<fuse_req_t>(req), static_cast<int>(out->size()), out->data());
     if (n < 0) break;
     if (static_cast<size_t>(n) <= out->size()) {
       out->resize(static_cast<size_t>(n));
@@ -163,209 +126,339 @@ void LoadRequestGroups(void*, std::vector<gid_t>* out) {
 // default_permissions in front).
 template <auto Fn>
 struct AsCaller;
-template <typename R, typename... A, R (*Fn)(A...)>
+template <typename... A, void (*Fn)(fuse_req_t, A...)>
 struct AsCaller<Fn> {
-  static R Call(A... a) {
-    const struct fuse_context* c = fuse_get_context();
+  static void Call(fuse_req_t req, A... a) {
+    const struct fuse_ctx* c = fuse_req_ctx(req);
     fs::Cred cred;
     cred.uid = cred.ruid = c->uid;
     cred.gid = cred.rgid = c->gid;
     cred.load = LoadRequestGroups;
+    cred.ctx = req;
     fs::CredScope scope(&cred);
-    return Fn(a...);
+    Fn(req, a...);
   }
 };
 
 // New inodes belong to the user whose request made them, set in the same
 // transaction that creates them.
-fs::Owner Caller() {
-  const struct fuse_context* c = fuse_get_context();
+fs::Owner Caller(fuse_req_t req) {
+  const struct fuse_ctx* c = fuse_req_ctx(req);
   return fs::Owner{c->uid, c->gid};
 }
 
-// Flags for the core's Open: creation is the create op's, and O_APPEND is
-// the kernel's business (it passes the offset of every write, also for the
+// Flags for the core: creation is the create op's, and O_APPEND is the
+// kernel's business (it passes the offset of every write, also for the
 // pages of a shared mapping), so the core writes where it is told.
-int CoreFlags(int flags) { return flags & ~(O_APPEND | O_CREAT | O_EXCL | O_NOCTTY); }
+int CoreFlags(int flags) { return flags & ~(O_APPEND | O_CREAT | O_EXCL | O_NOCTTY | O_TRUNC); }
 
-void* Init(struct fuse_conn_info* conn, struct fuse_config* cfg) {
-  (void)conn;
-  cfg->use_ino = 1;       // st_ino is the core's inode number
-  cfg->readdir_ino = 1;
-  cfg->nullpath_ok = 1;   // calls on open handles use the handle
-  cfg->hard_remove = 0;   // unlinked open files: see the top of this file
-  // No kernel caching of names and attributes, and no page cache kept
-  // across opens: another process (the shim, the C API) may change the pool
-  // at any time (README "The FUSE mount").
-  cfg->entry_timeout = 0;
-  cfg->negative_timeout = 0;
-  cfg->attr_timeout = 0;
-  cfg->kernel_cache = 0;
-  cfg->auto_cache = 0;
-  cfg->direct_io = 0;
-  return fuse_get_context()->private_data;
+// Replies with the entry for inode `st` (and counts the kernel's new
+// reference to it).
+void ReplyEntry(fuse_req_t req, MountState* s, fuse_ino_t parent, const char* name, const struct stat& st,
+                uint64_t generation) {
+  struct fuse_entry_param e{};
+  e.ino = st.st_ino;
+  e.generation = generation;
+  e.attr = st;
+  e.attr_timeout = s->cache.attr_timeout;
+  e.entry_timeout = s->cache.entry_timeout;
+  s->Remember(st.st_ino, parent, name);
+  if (fuse_reply_entry(req, &e) != 0) s->Forget(st.st_ino, 1);  // the kernel did not take it
 }
 
-int Getattr(const char* path, struct stat* st, struct fuse_file_info* fi) {
-  if (fi != nullptr) return Err(Fs().Fstat(File(fi), st));
-  if (auto h = Hidden(path)) return Err(Fs().Fstat(*h, st));
-  return Err(Fs().Stat(path, st, false));
+// What `name` in `parent` names now: its attributes and generation. An
+// inode removed between the lookup and the stat is looked up again.
+Status StatEntry(fs::FileSystem& f, fuse_ino_t parent, const char* name, struct stat* st, uint64_t* gen) {
+  for (int i = 0;; i++) {
+    auto ino = f.Lookup(name, false, parent);
+    if (!ino.ok()) return ino.status();
+    Status r = f.StatIno(*ino, st, gen);
+    if (r.code() != ENOENT || i == 100) return r;
+  }
 }
 
 // Reached only without default_permissions (else the kernel answers).
-int Access(const char* path, int mask) { return Err(Fs().Access(path, mask, AT_EACCESS)); }
+void Access(fuse_req_t req, fuse_ino_t ino, int mask) { ReplyStatus(req, Fs(req).AccessIno(ino, mask)); }
 
-int Readlink(const char* path, char* buf, size_t size) {
-  auto r = Fs().Readlink(path);
-  if (!r.ok()) return Err(r.status());
-  if (size == 0) return -EINVAL;
-  size_t n = std::min(size - 1, r->size());
-  std::memcpy(buf, r->data(), n);
-  buf[n] = '\0';
-  return 0;
+void StatAndReplyEntry(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  struct stat st;
+  uint64_t gen = 0;
+  Status r = StatEntry(Fs(req), parent, name, &st, &gen);
+  if (!r.ok()) return ReplyStatus(req, r);
+  ReplyEntry(req, State(req), parent, name, st, gen);
+}
+
+void Init(void* userdata, struct fuse_conn_info* conn) {
+  (void)userdata;
+  // O_TRUNC comes with open (Open truncates), not as a separate setattr.
+  if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC) conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+  // Writes of a shared mapping and of O_APPEND come with their offsets; no
+  // writeback cache (see README: a write must reach the pool before the
+  // call returns, for the shim and for crash consistency).
+  conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+}
+
+void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) { StatAndReplyEntry(req, parent, name); }
+
+void Forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
+  State(req)->Forget(ino, nlookup);
+  fuse_reply_none(req);
+}
+
+void ForgetMulti(fuse_req_t req, size_t count, struct fuse_forget_data* forgets) {
+  for (size_t i = 0; i < count; i++) State(req)->Forget(forgets[i].ino, forgets[i].nlookup);
+  fuse_reply_none(req);
+}
+
+void Getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
+  struct stat st;
+  Status r = fi != nullptr ? Fs(req).Fstat(File(fi), &st) : Fs(req).StatIno(ino, &st);
+  if (!r.ok()) return ReplyStatus(req, r);
+  fuse_reply_attr(req, &st, State(req)->cache.attr_timeout);
+}
+
+// In the kernel's order of notify_change: mode, owner, size, times.
+void Setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, struct fuse_file_info* fi) {
+  fs::FileSystem& f = Fs(req);
+  Status r;
+  if (to_set & FUSE_SET_ATTR_MODE) r = f.ChmodIno(ino, attr->st_mode);
+  if (r.ok() && (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))) {
+    uid_t uid = (to_set & FUSE_SET_ATTR_UID) ? attr->st_uid : static_cast<uid_t>(-1);
+    gid_t gid = (to_set & FUSE_SET_ATTR_GID) ? attr->st_gid : static_cast<gid_t>(-1);
+    r = f.ChownIno(ino, uid, gid);
+  }
+  if (r.ok() && (to_set & FUSE_SET_ATTR_SIZE)) {
+    if (fi != nullptr) {
+      r = f.Ftruncate(File(fi), attr->st_size);
+    } else {
+      // truncate(2) by name: a description of our own for the call.
+      auto h = f.Adopt(ino, O_WRONLY, false);
+      if (!h.ok()) {
+        r = h.status().code() == ESTALE ? Status::Error(ENOENT, "file was removed") : h.status();
+      } else {
+        r = f.Ftruncate(**h, attr->st_size);
+        Status c = f.Close(**h);
+        if (r.ok()) r = c;
+      }
+    }
+  }
+  if (r.ok() && (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME))) {
+    struct timespec tv[2];
+    tv[0].tv_sec = tv[1].tv_sec = 0;
+    tv[0].tv_nsec = tv[1].tv_nsec = UTIME_OMIT;
+    if (to_set & FUSE_SET_ATTR_ATIME_NOW)
+      tv[0].tv_nsec = UTIME_NOW;
+    else if (to_set & FUSE_SET_ATTR_ATIME)
+      tv[0] = attr->st_atim;
+    if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+      tv[1].tv_nsec = UTIME_NOW;
+    else if (to_set & FUSE_SET_ATTR_MTIME)
+      tv[1] = attr->st_mtim;
+    r = f.UtimensIno(ino, tv);
+  }
+  if (!r.ok()) return ReplyStatus(req, r);
+  Getattr(req, ino, fi);
+}
+
+void Readlink(fuse_req_t req, fuse_ino_t ino) {
+  auto r = Fs(req).ReadlinkIno(ino);
+  if (!r.ok()) return ReplyStatus(req, r.status());
+  fuse_reply_readlink(req, r->c_str());
 }
 
 // FIFOs, sockets and devices are nodes in the pool; the kernel serves them.
-int Mknod(const char* path, mode_t mode, dev_t dev) {
-  fs::Owner o = Caller();
-  return Err(Fs().Mknod(path, mode, dev, 0, &o));
+void Mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
+  fs::Owner o = Caller(req);
+  Status r = Fs(req).Mknod(name, mode, rdev, parent, &o);
+  if (!r.ok()) return ReplyStatus(req, r);
+  StatAndReplyEntry(req, parent, name);
 }
 
-int Mkdir(const char* path, mode_t mode) {
-  fs::Owner o = Caller();
-  return Err(Fs().Mkdir(path, mode, 0, &o));
+void Mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
+  fs::Owner o = Caller(req);
+  Status r = Fs(req).Mkdir(name, mode, parent, &o);
+  if (!r.ok()) return ReplyStatus(req, r);
+  StatAndReplyEntry(req, parent, name);
 }
 
-int Unlink(const char* path) { return Unhide(path) ? 0 : Err(Fs().Unlink(path)); }
-int Rmdir(const char* path) { return Err(Fs().Rmdir(path)); }
+void Unlink(fuse_req_t req, fuse_ino_t parent, const char* name) { ReplyStatus(req, Fs(req).Unlink(name, parent)); }
+void Rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) { ReplyStatus(req, Fs(req).Rmdir(name, parent)); }
 
-int Symlink(const char* target, const char* path) {
-  fs::Owner o = Caller();
-  return Err(Fs().Symlink(target, path, 0, &o));
+void Symlink(fuse_req_t req, const char* target, fuse_ino_t parent, const char* name) {
+  fs::Owner o = Caller(req);
+  Status r = Fs(req).Symlink(target, name, parent, &o);
+  if (!r.ok()) return ReplyStatus(req, r);
+  StatAndReplyEntry(req, parent, name);
 }
 
-int Rename(const char* from, const char* to, unsigned flags) {
-  if (flags == 0 && IsHiddenName(to) && !IsHiddenName(from)) return Hide(from, to);
-  return Err(Fs().Rename(from, to, flags));
-}
-int Link(const char* from, const char* to) { return Err(Fs().Link(from, to, false)); }
-
-int Chmod(const char* path, mode_t mode, struct fuse_file_info* fi) {
-  if (fi != nullptr) return Err(Fs().Fchmod(File(fi), mode));
-  if (auto h = Hidden(path)) return Err(Fs().Fchmod(*h, mode));
-  return Err(Fs().Chmod(path, mode, false));
+void Rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent, const char* newname,
+            unsigned flags) {
+  ReplyStatus(req, Fs(req).Rename(name, newname, flags, parent, newparent));
 }
 
-int Chown(const char* path, uid_t uid, gid_t gid, struct fuse_file_info* fi) {
-  if (fi != nullptr) return Err(Fs().Fchown(File(fi), uid, gid));
-  if (auto h = Hidden(path)) return Err(Fs().Fchown(*h, uid, gid));
-  return Err(Fs().Chown(path, uid, gid, false));
+void Link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) {
+  Status r = Fs(req).LinkIno(ino, newname, newparent);
+  if (!r.ok()) return ReplyStatus(req, r);
+  StatAndReplyEntry(req, newparent, newname);
 }
 
-int Truncate(const char* path, off_t size, struct fuse_file_info* fi) {
-  if (fi != nullptr) return Err(Fs().Ftruncate(File(fi), size));
-  if (auto h = Hidden(path)) return Err(Fs().Ftruncate(*h, size));
-  return Err(Fs().Truncate(path, size));
-}
-
-int Utimens(const char* path, const struct timespec ts[2], struct fuse_file_info* fi) {
-  if (fi != nullptr) return Err(Fs().Futimens(File(fi), ts));
-  if (auto h = Hidden(path)) return Err(Fs().Futimens(*h, ts));
-  return Err(Fs().Utimens(path, ts, false));
-}
-
-int Open(const char* path, struct fuse_file_info* fi) {
-  auto r = Fs().Open(path, CoreFlags(fi->flags), 0);
-  if (!r.ok()) return Err(r.status());
-  fi->fh = State()->Add(std::move(*r));
-  fi->keep_cache = 0;
+void Open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
+  fs::FileSystem& f = Fs(req);
+  auto r = f.Adopt(ino, CoreFlags(fi->flags), false);
+  if (!r.ok()) return ReplyStatus(req, r.status().code() == ESTALE ? Status::Error(ENOENT, "removed") : r.status());
+  if ((fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY && !(*r)->is_dir) {
+    Status t = f.Ftruncate(**r, 0);
+    if (!t.ok()) {
+      (void)f.Close(**r);
+      return ReplyStatus(req, t);
+    }
+  }
+  // Pages stay cached across opens unless some process maps the file:
+  // its stores through the map publish no change.
+  fi->keep_cache = State(req)->cache.keep_cache && !f.MappedAnywhere(ino);
+  fi->fh = State(req)->Add(std::move(*r));
   fi->direct_io = 0;
-  return 0;
+  if (fuse_reply_open(req, fi) != 0) (void)State(req)->Drop(fi->fh);  // interrupted: no release will come
 }
 
-int Create(const char* path, mode_t mode, struct fuse_file_info* fi) {
-  fs::Owner o = Caller();
-  auto r = Fs().Open(path, CoreFlags(fi->flags) | O_CREAT | (fi->flags & O_EXCL), mode & 07777, 0, &o);
-  if (!r.ok()) return Err(r.status());
-  fi->fh = State()->Add(std::move(*r));
-  return 0;
+void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, struct fuse_file_info* fi) {
+  MountState* s = State(req);
+  fs::Owner o = Caller(req);
+  int flags = CoreFlags(fi->flags) | O_CREAT | (fi->flags & (O_EXCL | O_TRUNC));
+  auto r = s->fs->Open(name, flags, mode & 07777, parent, &o);
+  if (!r.ok()) return ReplyStatus(req, r.status());
+  struct stat st;
+  uint64_t gen = 0;
+  Status fst = s->fs->StatIno((*r)->ino, &st, &gen);
+  if (!fst.ok()) {
+    (void)s->fs->Close(**r);
+    return ReplyStatus(req, fst);
+  }
+  fi->fh = s->Add(std::move(*r));
+  fi->keep_cache = s->cache.keep_cache;
+  struct fuse_entry_param e{};
+  e.ino = st.st_ino;
+  e.generation = gen;
+  e.attr = st;
+  e.attr_timeout = s->cache.attr_timeout;
+  e.entry_timeout = s->cache.entry_timeout;
+  s->Remember(st.st_ino, parent, name);
+  if (fuse_reply_create(req, &e, fi) != 0) {
+    s->Forget(st.st_ino, 1);
+    (void)s->Drop(fi->fh);
+  }
 }
 
-int Read(const char*, char* buf, size_t size, off_t off, struct fuse_file_info* fi) {
-  auto r = Fs().Read(File(fi), buf, size, off);
-  return r.ok() ? static_cast<int>(*r) : Err(r.status());
+void Read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, struct fuse_file_info* fi) {
+  // One buffer per worker thread: reads never exceed max_read (128 KiB+).
+  thread_local std::vector<char> buf;
+  if (buf.size() < size) buf.resize(size);
+  auto r = Fs(req).Read(File(fi), buf.data(), size, off);
+  if (!r.ok()) return ReplyStatus(req, r.status());
+  fuse_reply_buf(req, buf.data(), *r);
 }
 
-int Write(const char*, const char* buf, size_t size, off_t off, struct fuse_file_info* fi) {
-  auto r = Fs().Write(File(fi), buf, size, off);
-  return r.ok() ? static_cast<int>(*r) : Err(r.status());
+void Write(fuse_req_t req, fuse_ino_t, const char* data, size_t size, off_t off, struct fuse_file_info* fi) {
+  auto r = Fs(req).Write(File(fi), data, size, off);
+  if (!r.ok()) return ReplyStatus(req, r.status());
+  fuse_reply_write(req, *r);
 }
 
-int Statfs(const char*, struct statvfs* st) { return Err(Fs().Statfs(st)); }
+void Statfs(fuse_req_t req, fuse_ino_t) {
+  struct statvfs st;
+  Status r = Fs(req).Statfs(&st);
+  if (!r.ok()) return ReplyStatus(req, r);
+  fuse_reply_statfs(req, &st);
+}
 
-int Flush(const char*, struct fuse_file_info*) { return 0; }  // durability is fsync's and release's
+// Durability is fsync's and release's.
+void Flush(fuse_req_t req, fuse_ino_t, struct fuse_file_info*) { fuse_reply_err(req, 0); }
 
-int Release(const char*, struct fuse_file_info* fi) { return Err(State()->Drop(fi->fh)); }
+void Release(fuse_req_t req, fuse_ino_t, struct fuse_file_info* fi) { ReplyStatus(req, State(req)->Drop(fi->fh)); }
 
-int Fsync(const char*, int, struct fuse_file_info* fi) { return Err(Fs().Fsync(File(fi))); }
+void Fsync(fuse_req_t req, fuse_ino_t, int, struct fuse_file_info* fi) { ReplyStatus(req, Fs(req).Fsync(File(fi))); }
 
-int Opendir(const char* path, struct fuse_file_info* fi) {
-  auto r = Fs().Open(path, O_RDONLY | O_DIRECTORY, 0);
-  if (!r.ok()) return Err(r.status());
-  fi->fh = State()->Add(std::move(*r));
-  return 0;
+void Opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
+  auto r = Fs(req).Adopt(ino, O_RDONLY | O_DIRECTORY, false);
+  if (!r.ok()) return ReplyStatus(req, r.status().code() == ESTALE ? Status::Error(ENOENT, "removed") : r.status());
+  fi->fh = State(req)->Add(std::move(*r));
+  // The kernel may keep the listing only as long as names are cached.
+  fi->cache_readdir = 0;
+  if (fuse_reply_open(req, fi) != 0) (void)State(req)->Drop(fi->fh);
 }
 
 // Offsets are the core's stable cookies (the position after each entry).
-int Readdir(const char*, void* buf, fuse_fill_dir_t filler, off_t off, struct fuse_file_info* fi,
-            enum fuse_readdir_flags) {
-  Status st = Fs().ReadDir(File(fi), static_cast<uint64_t>(off), [&](const fs::DirEntryOut& e) {
+void Readdir(fuse_req_t req, fuse_ino_t, size_t size, off_t off, struct fuse_file_info* fi) {
+  std::vector<char> buf(size);
+  size_t used = 0;
+  Status st = Fs(req).ReadDir(File(fi), static_cast<uint64_t>(off), [&](const fs::DirEntryOut& e) {
     struct stat s{};
     s.st_ino = e.ino;
     s.st_mode = static_cast<mode_t>(e.type) << 12;
-    return filler(buf, e.name.c_str(), &s, static_cast<off_t>(e.cookie), static_cast<fuse_fill_dir_flags>(0)) == 0;
+    size_t need = fuse_add_direntry(req, buf.data() + used, size - used, e.name.c_str(), &s,
+                                    static_cast<off_t>(e.cookie));
+    if (need > size - used) return false;  // full: the kernel asks again from the last cookie
+    used += need;
+    return true;
   });
-  return Err(st);
+  if (!st.ok() && used == 0) return ReplyStatus(req, st);
+  fuse_reply_buf(req, buf.data(), used);
 }
 
-int Releasedir(const char*, struct fuse_file_info* fi) { return Err(State()->Drop(fi->fh)); }
+void Releasedir(fuse_req_t req, fuse_ino_t, struct fuse_file_info* fi) {
+  ReplyStatus(req, State(req)->Drop(fi->fh));
+}
 
-int Fsyncdir(const char*, int, struct fuse_file_info* fi) { return Err(Fs().Fsync(File(fi))); }
+void Fsyncdir(fuse_req_t req, fuse_ino_t, int, struct fuse_file_info* fi) {
+  ReplyStatus(req, Fs(req).Fsync(File(fi)));
+}
 
-int Fallocate(const char*, int mode, off_t off, off_t len, struct fuse_file_info* fi) {
-  return Err(Fs().Fallocate(File(fi), mode, off, len));
+void Fallocate(fuse_req_t req, fuse_ino_t, int mode, off_t off, off_t len, struct fuse_file_info* fi) {
+  ReplyStatus(req, Fs(req).Fallocate(File(fi), mode, off, len));
 }
 
 // The kernel sends only SEEK_DATA and SEEK_HOLE here (it keeps the offset).
-off_t Lseek(const char*, off_t off, int whence, struct fuse_file_info* fi) {
-  auto r = Fs().Seek(File(fi), off, whence);
-  return r.ok() ? static_cast<off_t>(*r) : Err(r.status());
+void Lseek(fuse_req_t req, fuse_ino_t, off_t off, int whence, struct fuse_file_info* fi) {
+  auto r = Fs(req).Seek(File(fi), off, whence);
+  if (!r.ok()) return ReplyStatus(req, r.status());
+  fuse_reply_lseek(req, static_cast<off_t>(*r));
 }
 
 // One request for the whole range instead of a page-by-page splice through
 // the kernel: read and write through the core in 1 MiB steps.
-ssize_t CopyFileRange(const char*, struct fuse_file_info* fi_in, off_t off_in, const char*,
-                      struct fuse_file_info* fi_out, off_t off_out, size_t len, int flags) {
-  if (flags != 0) return -EINVAL;
+void CopyFileRange(fuse_req_t req, fuse_ino_t, off_t off_in, struct fuse_file_info* fi_in, fuse_ino_t,
+                   off_t off_out, struct fuse_file_info* fi_out, size_t len, int flags) {
+  if (flags != 0) return (void)fuse_reply_err(req, EINVAL);
+  fs::FileSystem& f = Fs(req);
   std::vector<char> buf(std::min<size_t>(len, 1 << 20));
   size_t done = 0;
   while (done < len) {
     size_t want = std::min(buf.size(), len - done);
-    auto r = Fs().Read(File(fi_in), buf.data(), want, off_in + static_cast<off_t>(done));
-    if (!r.ok()) return done > 0 ? static_cast<ssize_t>(done) : Err(r.status());
+    auto r = f.Read(File(fi_in), buf.data(), want, off_in + static_cast<off_t>(done));
+    if (!r.ok()) {
+      if (done == 0) return ReplyStatus(req, r.status());
+      break;
+    }
     if (*r == 0) break;
-    auto w = Fs().Write(File(fi_out), buf.data(), *r, off_out + static_cast<off_t>(done));
-    if (!w.ok()) return done > 0 ? static_cast<ssize_t>(done) : Err(w.status());
+    auto w = f.Write(File(fi_out), buf.data(), *r, off_out + static_cast<off_t>(done));
+    if (!w.ok()) {
+      if (done == 0) return ReplyStatus(req, w.status());
+      break;
+    }
     done += *w;
     if (*w < *r) break;
   }
-  return static_cast<ssize_t>(done);
+  fuse_reply_write(req, done);
 }
 
-struct fuse_operations MakeOps() {
-  struct fuse_operations o{};
+struct fuse_lowlevel_ops MakeOps() {
+  struct fuse_lowlevel_ops o{};
   o.init = Init;
+  o.lookup = AsCaller<Lookup>::Call;
+  o.forget = AsCaller<Forget>::Call;
+  o.forget_multi = AsCaller<ForgetMulti>::Call;
   o.getattr = AsCaller<Getattr>::Call;
+  o.setattr = AsCaller<Setattr>::Call;
   o.readlink = AsCaller<Readlink>::Call;
   o.access = AsCaller<Access>::Call;
   o.mknod = AsCaller<Mknod>::Call;
@@ -375,10 +468,6 @@ struct fuse_operations MakeOps() {
   o.symlink = AsCaller<Symlink>::Call;
   o.rename = AsCaller<Rename>::Call;
   o.link = AsCaller<Link>::Call;
-  o.chmod = AsCaller<Chmod>::Call;
-  o.chown = AsCaller<Chown>::Call;
-  o.truncate = AsCaller<Truncate>::Call;
-  o.utimens = AsCaller<Utimens>::Call;
   o.open = AsCaller<Open>::Call;
   o.create = AsCaller<Create>::Call;
   o.read = AsCaller<Read>::Call;
@@ -394,15 +483,15 @@ struct fuse_operations MakeOps() {
   o.fallocate = AsCaller<Fallocate>::Call;
   o.lseek = AsCaller<Lseek>::Call;
   o.copy_file_range = AsCaller<CopyFileRange>::Call;
-  // No lock/flock: the kernel keeps POSIX and flock locks of the mount
-  // locally (README "The FUSE mount").
+  // No getlk/setlk/flock: the kernel keeps POSIX and flock locks of the
+  // mount locally (README).
   return o;
 }
 
 }  // namespace
 
-const struct fuse_operations& Operations() {
-  static const struct fuse_operations ops = MakeOps();
+const struct fuse_lowlevel_ops& Operations() {
+  static const struct fuse_lowlevel_ops ops = MakeOps();
   return ops;
 }
 

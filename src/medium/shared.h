@@ -65,6 +65,6 @@ struct SharedState {
 };
 
 constexpr uint64_t kSharedMagic = 0x4d415046534d454dull;  // "MAPFSMEM"
-constexpr uint64_t kSharedLayoutVersion = 4;
+constexpr uint64_t kSharedLayoutVersion = 4;  // 4: the kMap lock, MountEntry's hand-off state, meta::FsShared::changes
 
 }  // namespace mapfs::medium

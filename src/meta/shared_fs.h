@@ -15,6 +15,34 @@ namespace mapfs::meta {
 
 constexpr int kLockStripes = 8192;
 
+// Ring of recent namespace and inode changes (fs/change_ring.h), so that a
+// FUSE daemon can tell the kernel which of its cached names, attributes and
+// pages another process made stale. Written only while some follower is
+// registered. Entry i is valid for sequence number `seq` (0 while a writer
+// fills it); a follower that finds a newer sequence there fell behind by a
+// full ring and invalidates everything it knows.
+constexpr int kChangeRing = 2048;
+constexpr int kChangeNameWords = 32;  // NAME_MAX + 1 bytes
+
+struct ChangeEntry {
+  std::atomic<uint64_t> seq;
+  std::atomic<uint64_t> origin;  // mount token of the writer (its own kernel knows)
+  std::atomic<uint64_t> kind;    // fs::ChangeKind
+  std::atomic<uint64_t> a, b;    // inode numbers (see fs::Change)
+  std::atomic<uint64_t> off, len;
+  std::atomic<uint64_t> name_len;
+  std::atomic<uint64_t> name[kChangeNameWords];
+};
+
+struct ChangeRing {
+  alignas(64) std::atomic<uint64_t> head;  // last claimed sequence number
+  alignas(64) std::atomic<uint32_t> followers;  // registered followers (writers skip the ring at 0)
+  std::atomic<uint32_t> sleeping;  // a follower waits on `wake` (futex)
+  std::atomic<uint32_t> wake;
+  std::atomic<uint64_t> sleeper;   // mount token of the last follower that went to sleep
+  alignas(64) ChangeEntry ring[kChangeRing];
+};
+
 struct FsShared {
   // Writer word per stripe: 0 = no writer, else mount slot + 1 of the holder.
   std::atomic<uint32_t> writer[kLockStripes];
@@ -36,6 +64,7 @@ struct FsShared {
   // (file::FileData, `mapped`). Sticky rather than counted, so a process
   // that dies with a map leaves nothing to clean up.
   std::atomic<uint8_t> mapped[format::kMaxInodes];
+  ChangeRing changes;
 };
 static_assert(sizeof(FsShared) <= medium::kFsSharedBytes);
 
