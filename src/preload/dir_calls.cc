@@ -105,7 +105,7 @@ ssize_t GetDents(int fd, void* out, size_t n, bool is64) {
   if (!d->file->is_dir) return FailErrno(ENOTDIR);
   CoreScope cs;
   Shim& s = Shim::Get();
-  KernelOffsetLock pos(*d, fd);
+  PositionLock pos(*d, fd);
   uint64_t cookie = static_cast<uint64_t>(s.Offset(*d, fd));
   char* buf = static_cast<char*>(out);
   size_t used = 0;
