@@ -170,11 +170,15 @@ Status FileData::ZeroBlocks(map::Cursor* c, uint64_t ino, uint64_t from, uint64_
 
 Status FileData::FreeBlocks(map::Cursor* c, uint64_t ino, uint64_t fblk, uint64_t to) {
   if (ino == 0 || ino >= mapper_->max_ino()) return Status::Ok();
-  uint64_t from = fblk << kShift;
-  if (from < to) MAPFS_RETURN_IF_ERROR(ZeroBlocks(c, ino, from, AlignUp(to, kBlock)));
+  uint64_t from = fblk << kShift, end = AlignUp(to, kBlock);
+  if (from >= end) return Status::Ok();
+  MAPFS_RETURN_IF_ERROR(ZeroBlocks(c, ino, from, end));
   medium::Fence();
   medium::PoolLock l(pool_, medium::LockId::kMap);
-  return mapper_->Remove(c, ino, map::FileBlock(fblk), map::kToEnd);
+  // A bounded range (no block lies past `to`: blocks_end, or the staging
+  // blocks' first hole): hashfs probes for each block instead of sweeping
+  // its whole table, as it does for "to the end".
+  return mapper_->Remove(c, ino, map::FileBlock(fblk), (end - from) >> kShift);
 }
 
 Status FileData::ReleaseBlocks(uint64_t ino, const Inode* in) {
