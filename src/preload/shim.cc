@@ -352,12 +352,7 @@ void Shim::Shutdown() {
   std::vector<DescRef> all;
   {
     std::unique_lock<std::shared_mutex> g(mu_);
-    for (int b = 0; b < kL1; b++) {
-      DescRef* blk = table_[b].load();
-      if (blk == nullptr) continue;
-      for (int i = 0; i < kL2; i++)
-        if (blk[i]) all.push_back(std::move(blk[i]));
-    }
+    all = TakeAllLocked();
   }
   DropMaps();
   all.clear();  // closes the descriptions this process holds
@@ -586,6 +581,17 @@ void Shim::SetOffset(Desc& d, int fd, int64_t off) {
   else d.file->offset = static_cast<uint64_t>(off);
 }
 
+std::vector<DescRef> Shim::TakeAllLocked() {
+  std::vector<DescRef> all;
+  for (int b = 0; b < kL1; b++) {
+    DescRef* blk = table_[b].load();
+    if (blk == nullptr) continue;
+    for (int i = 0; i < kL2; i++)
+      if (blk[i]) all.push_back(std::move(blk[i]));
+  }
+  return all;
+}
+
 void Shim::SyncAll() {
   std::vector<DescRef> all;
   {
@@ -711,12 +717,7 @@ void Shim::EndAtExit() {
     {
       std::unique_lock<std::shared_mutex> g(mu_, std::try_to_lock);
       if (!g.owns_lock()) return;
-      for (int b = 0; b < kL1; b++) {
-        DescRef* blk = table_[b].load();
-        if (blk == nullptr) continue;
-        for (int i = 0; i < kL2; i++)
-          if (blk[i]) all.push_back(std::move(blk[i]));
-      }
+      all = TakeAllLocked();
     }
     DropMaps();
     all.clear();  // the last references: each description is closed in the core

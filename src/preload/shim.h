@@ -204,6 +204,9 @@ class Shim {
   mutable std::shared_mutex mu_;
   static constexpr int kL1 = 1024, kL2 = 1024;  // fds below 1M
   std::atomic<DescRef*> table_[kL1] = {};
+  // Moves every description out of the table (the caller holds mu_
+  // exclusively); dropping the result closes them.
+  std::vector<DescRef> TakeAllLocked();
   mutable std::mutex cwd_mu_;
   uint64_t cwd_ino_ = 0;
   std::string cwd_path_;
