@@ -78,6 +78,12 @@ void FileData::UseBlocks(std::unique_ptr<map::Mapper> mapper) {
 
 uint64_t FileData::FileInoLimit() const { return mapper_->max_ino() - medium::kMaxMounts; }
 
+int FileData::LookupBlock(map::Cursor* c, uint64_t ino, uint64_t fblk, map::Mapping* m) {
+  if (!LookupsLock(*mapper_)) return mapper_->Lookup(c, ino, map::FileBlock(fblk), m);
+  medium::PoolLock l(pool_, medium::LockId::kMap);
+  return mapper_->Lookup(c, ino, map::FileBlock(fblk), m);
+}
+
 template <typename Fn>
 Status FileData::ForRuns(map::Cursor* c, uint64_t ino, uint64_t from, uint64_t to, Fn&& fn) {
   // An inode number the mapping area has no room for has no blocks.
@@ -89,13 +95,7 @@ Status FileData::ForRuns(map::Cursor* c, uint64_t ino, uint64_t from, uint64_t t
   while (p < to) {
     map::Mapping m;
     uint64_t fblk = p >> kShift;
-    int rc;
-    if (LookupsLock(*mapper_)) {
-      medium::PoolLock l(pool_, medium::LockId::kMap);
-      rc = mapper_->Lookup(c, ino, map::FileBlock(fblk), &m);
-    } else {
-      rc = mapper_->Lookup(c, ino, map::FileBlock(fblk), &m);
-    }
+    int rc = LookupBlock(c, ino, fblk, &m);
     if (rc == -EINVAL && fblk > map::format::kMaxFileBlock - 1) return fn(p, kHole, to - p);
     if (rc != 0) return Status::Error(-rc, "inode " + std::to_string(ino) + ": file block " + std::to_string(fblk) +
                                                (rc == -EUCLEAN ? ": mapping damaged" : ": mapping lookup failed"));
@@ -283,7 +283,7 @@ Status FileData::ClearStaging(uint64_t s_ino) {
   uint64_t end = 0;
   for (;;) {
     map::Mapping m;
-    int rc = mapper_->Lookup(&c, s_ino, map::FileBlock(end >> kShift), &m);
+    int rc = LookupBlock(&c, s_ino, end >> kShift, &m);
     if (rc != 0) return Status::Error(-rc, "staging blocks: mapping lookup failed");
     if (!m.mapped) break;
     end += m.len << kShift;

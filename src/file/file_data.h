@@ -57,6 +57,7 @@ class Partitions;
 namespace mapfs::map {
 class Mapper;
 struct Cursor;
+struct Mapping;
 }
 
 namespace mapfs::file {
@@ -191,6 +192,8 @@ class FileData {
   // Inode numbers of files are below this; the kMaxMounts numbers from it
   // are the mount slots' staging inodes.
   uint64_t FileInoLimit() const;
+  // The mapper's Lookup, under the kMap lock where the design needs it.
+  int LookupBlock(map::Cursor* c, uint64_t ino, uint64_t fblk, map::Mapping* m);
   Status BlockStagedOverwrite(map::Cursor* c, uint64_t ino, uint64_t in_voff, const char* src, size_t n, uint64_t off,
                               uint64_t new_size);
   Status ClearStaging(uint64_t s_ino);
