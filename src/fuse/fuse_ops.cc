@@ -190,8 +190,14 @@ void StatAndReplyEntry(fuse_req_t req, fuse_ino_t parent, const char* name) {
 
 void Init(void* userdata, struct fuse_conn_info* conn) {
   (void)userdata;
-  // O_TRUNC comes with open (Open truncates), not as a separate setattr.
-  if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC) conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+  // O_TRUNC of an existing file comes as a separate setattr, never with
+  // open. With atomic O_TRUNC the kernel sends the open first and checks
+  // only afterwards whether the file may be truncated (an O_RDONLY|O_TRUNC
+  // open of a running program must fail with ETXTBSY, and leave it intact);
+  // meanwhile it has already set its cached size to 0 under the program,
+  // whose next page fault in the file then fails (pjdfstest open::etxtbsy).
+  // The kernel strips O_TRUNC from open requests when this is off.
+  conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
   // Writes of a shared mapping and of O_APPEND come with their offsets; no
   // writeback cache (see README: a write must reach the pool before the
   // call returns, for the shim and for crash consistency).
@@ -306,13 +312,6 @@ void Open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
   fs::FileSystem& f = Fs(req);
   auto r = f.Adopt(ino, CoreFlags(fi->flags), false);
   if (!r.ok()) return ReplyStatus(req, r.status().code() == ESTALE ? Status::Error(ENOENT, "removed") : r.status());
-  if ((fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY && !(*r)->is_dir) {
-    Status t = f.Ftruncate(**r, 0);
-    if (!t.ok()) {
-      (void)f.Close(**r);
-      return ReplyStatus(req, t);
-    }
-  }
   // Pages stay cached across opens unless some process maps the file:
   // its stores through the map publish no change.
   fi->keep_cache = State(req)->cache.keep_cache && !f.MappedAnywhere(ino);

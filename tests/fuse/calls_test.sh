@@ -3,7 +3,8 @@
 # SEEK_DATA/SEEK_HOLE; FIFOs and device nodes (made in the pool, served by
 # the kernel); owners of new inodes (the requesting user's, a set-group-ID
 # directory's group); an unlinked file that is still open (fstat, I/O,
-# truncate, link count 0, in no directory). Then unmount, fsck, remount:
+# truncate, link count 0, in no directory); O_TRUNC, also of a running
+# program (ETXTBSY). Then unmount, fsck, remount:
 # the nodes and owners are still there.
 # Usage: calls_test.sh PATH/TO/mapfs
 source "$(dirname "$0")/common.sh" "$@"
@@ -65,6 +66,38 @@ assert os.read(fd, 10) == b"old" and os.fstat(fd).st_nlink == 0
 assert open(f"{m}/b").read() == "new"
 os.close(fd)
 assert sorted(os.listdir(m)) == ["b", "dst", "src"], os.listdir(m)
+# O_TRUNC: O_RDONLY|O_TRUNC truncates, as on tmpfs.
+open(f"{m}/t", "w").write("x" * 5000)
+os.close(os.open(f"{m}/t", os.O_RDONLY | os.O_TRUNC))
+assert os.stat(f"{m}/t").st_size == 0 and open(f"{m}/t").read() == ""
+os.unlink(f"{m}/t")
+EOF
+
+# A running program (ETXTBSY): no open for writing and no truncation, also
+# O_RDONLY|O_TRUNC, which the kernel checks only after the open request; the
+# program keeps running and its bytes stay. Repeated: right after the start
+# the program is still faulting its pages in from the mount.
+python3 - "$M" <<'EOF' || fail "a running program's file (see above)"
+import errno, os, shutil, subprocess, sys
+m = sys.argv[1]
+sleep = shutil.which("sleep")
+want = open(sleep, "rb").read()
+for i in range(30):
+    p = f"{m}/prog{i}"
+    shutil.copyfile(sleep, p)
+    os.chmod(p, 0o755)
+    child = subprocess.Popen([p, "10"])
+    for flags in (os.O_WRONLY, os.O_RDWR, os.O_RDONLY | os.O_TRUNC):
+        try:
+            os.close(os.open(p, flags))
+            raise AssertionError(f"{p}: open({flags:#o}) of a running program succeeded")
+        except OSError as e:
+            assert e.errno == errno.ETXTBSY, e
+    assert child.poll() is None, f"{p}: the program died ({child.returncode}) while it was started"
+    child.kill()
+    child.wait()
+    assert open(p, "rb").read() == want, f"{p}: the program's bytes changed"
+    os.unlink(p)
 EOF
 
 # A FIFO in the pool, served by the kernel.
