@@ -1,0 +1,101 @@
+// The overlay engines' common interface: a user-space data path for the
+// files of an ordinary directory of a kernel file system (ext4, XFS, tmpfs),
+// SplitFS's `split` engine and MadFS's `virtual` engine (README.md here).
+//
+// Division of labour. The kernel keeps names, permissions, owners, quotas
+// and allocation: the shim opens every overlay file through the kernel with
+// the caller's flags (so every permission check is the kernel's) and hands
+// the descriptor to the engine, which owns it from then on. The engine serves
+// the file's bytes; metadata calls by path go to the kernel, corrected by
+// FixStat where the engine knows better (a virtualized file's content size,
+// appends not yet relinked).
+//
+// Invariants every engine keeps:
+// - Two OverlayFiles of one file in one process see each other's writes at
+//   once, as two kernel descriptors would (engines keep per-file state keyed
+//   by device and inode number).
+// - After Sync or Close returns, a process that does not use the overlay (or
+//   a later one that does) sees the same content (split: staged appends are
+//   relinked; virtual: through `mapfs overlay cat|export`).
+// - Errors are Status values with a POSIX code; nothing here throws, asserts
+//   or aborts on what a user or the medium can cause (a damaged virtualized
+//   file is EUCLEAN with a message, never a crash).
+#pragma once
+
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+
+namespace mapfs::overlay {
+
+enum class EngineKind : uint32_t { kSplit = 0, kVirtual = 1 };
+
+// The pool's three modes, read for an overlay (docs/OVERLAY.md):
+// posix: durable at fsync; sync: every call durable on return; strict: every
+// call durable and atomic (all of a write or none of it after a crash).
+enum class Mode : uint32_t { kPosix = 0, kSync = 1, kStrict = 2 };
+
+struct Options {
+  std::string dir;  // the overlay's root: absolute, normalised, no trailing '/'
+  EngineKind engine = EngineKind::kSplit;
+  Mode mode = Mode::kPosix;
+};
+
+// One open description of an overlay file (what a kernel file description
+// is to a descriptor). Offsets and sizes are the file's plain content.
+// Thread-safe: calls on one OverlayFile may come from several threads.
+class OverlayFile {
+ public:
+  virtual ~OverlayFile() = default;
+  // Reads up to n bytes at off; 0 at or past the end.
+  virtual Result<size_t> Pread(void* buf, size_t n, uint64_t off) = 0;
+  // Writes n bytes at off, extending the file (with zeros between the old
+  // end and off) as needed.
+  virtual Result<size_t> Pwrite(const void* buf, size_t n, uint64_t off) = 0;
+  // Writes n bytes at the end as one step (O_APPEND); returns the offset
+  // they were written at.
+  virtual Result<uint64_t> Append(const void* buf, size_t n) = 0;
+  virtual Result<uint64_t> Size() = 0;
+  virtual Status Truncate(uint64_t size) = 0;
+  // fsync/fdatasync: everything written is durable and the kernel's view of
+  // the file is its content.
+  virtual Status Sync() = 0;
+  // Maps [off, off+len) of the content as mmap(2) would (flags MAP_SHARED or
+  // MAP_PRIVATE, prot as given; addr a hint or MAP_FIXED address). Engines
+  // that cannot map a file return ENODEV.
+  virtual Result<void*> Map(void* addr, size_t len, int prot, int flags, uint64_t off) = 0;
+  // Ends the description: pending work is finished (as Sync, except that
+  // posix mode need not make it durable) and the kernel descriptor closed.
+  virtual Status Close() = 0;
+  // The kernel descriptor the engine owns (for fstat, locks, fchmod...).
+  virtual int fd() const = 0;
+};
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  // Takes ownership of `fd`, a descriptor of a regular file under the
+  // overlay's root that the caller opened through the kernel with `flags`
+  // (O_ACCMODE, O_APPEND, O_TRUNC... as the application asked; O_CREAT'd
+  // files arrive already created, empty). On error the fd is closed.
+  virtual Result<std::unique_ptr<OverlayFile>> Adopt(int fd, int flags) = 0;
+  // Corrects a kernel stat of a regular file under the root, by path: the
+  // content size (and blocks) where the engine's view differs from the
+  // kernel's. Leaves `st` alone for files the engine does not hold.
+  virtual Status FixStat(const char* path, struct stat* st) = 0;
+  // Same, for a descriptor the engine does not own (fstat of an O_PATH fd).
+  virtual Status FixStatFd(int fd, struct stat* st) = 0;
+};
+
+// Opens the overlay at o.dir: checks the directory, then runs recovery (a
+// crashed process's interrupted relinks or commits are finished or
+// discarded) before any file is served.
+Result<std::unique_ptr<Engine>> OpenOverlay(const Options& o);
+
+}  // namespace mapfs::overlay
