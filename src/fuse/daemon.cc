@@ -107,10 +107,13 @@ int Serve(const MountOptions& opt, int ready_fd) {
   // The kernel caches names, attributes and pages; the follower of the
   // pool's change ring invalidates what other processes change (README
   // "The FUSE mount"), so the timeouts only bound what a change nobody
-  // publishes (an access time) leaves stale. Nothing is cached negatively:
-  // a name another process creates needs no notice.
+  // publishes (an access time) leaves stale. Absent names are cached for
+  // 1 s only: the follower notices another process's create of a name, but
+  // when the ring loses changes it invalidates the names it gave the kernel
+  // and knows no absent ones, so their timeout bounds what stays stale.
   CachePolicy cache;
   cache.entry_timeout = 5.0;
+  cache.negative_timeout = 1.0;
   cache.attr_timeout = 5.0;
   cache.keep_cache = true;
   MountState* state = NewMountState(std::move(*mounted), cache);

@@ -204,7 +204,23 @@ void Init(void* userdata, struct fuse_conn_info* conn) {
   conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
 }
 
-void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) { StatAndReplyEntry(req, parent, name); }
+// A name that is not there is cached too (a negative entry, node id 0):
+// a create then costs one request, not a lookup and a create. Another
+// process's create of the name reaches the kernel through the change ring
+// like any other name change.
+void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  struct stat st;
+  uint64_t gen = 0;
+  Status r = StatEntry(Fs(req), parent, name, &st, &gen);
+  if (r.code() == ENOENT && State(req)->cache.negative_timeout > 0) {
+    struct fuse_entry_param e{};
+    e.entry_timeout = State(req)->cache.negative_timeout;
+    fuse_reply_entry(req, &e);
+    return;
+  }
+  if (!r.ok()) return ReplyStatus(req, r);
+  ReplyEntry(req, State(req), parent, name, st, gen);
+}
 
 void Forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
   State(req)->Forget(ino, nlookup);
@@ -315,6 +331,7 @@ void Open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
   // Pages stay cached across opens unless some process maps the file:
   // its stores through the map publish no change.
   fi->keep_cache = State(req)->cache.keep_cache && !f.MappedAnywhere(ino);
+  fi->noflush = 1;  // Flush has nothing to do: writes reach the pool before they return
   fi->fh = State(req)->Add(std::move(*r));
   fi->direct_io = 0;
   if (fuse_reply_open(req, fi) != 0) (void)State(req)->Drop(fi->fh);  // interrupted: no release will come
@@ -335,6 +352,7 @@ void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, st
   }
   fi->fh = s->Add(std::move(*r));
   fi->keep_cache = s->cache.keep_cache;
+  fi->noflush = 1;
   struct fuse_entry_param e{};
   e.ino = st.st_ino;
   e.generation = gen;

@@ -19,10 +19,12 @@ namespace mapfs::fuse {
 // The state behind one mount: the core and every handle the kernel holds.
 struct MountState;
 
-// How long the kernel may keep names and attributes (seconds; 0 = ask
-// every time) and whether it keeps file pages across opens.
+// How long the kernel may keep names, the absence of names, and
+// attributes (seconds; 0 = ask every time) and whether it keeps file pages
+// across opens.
 struct CachePolicy {
   double entry_timeout = 0;
+  double negative_timeout = 0;
   double attr_timeout = 0;
   bool keep_cache = false;
 };
