@@ -14,7 +14,7 @@ import sys
 ROW_FIELDS = {"workload": str, "fs": str, "mode": str, "page": str, "pages": int, "entries": int, "threads": int,
               "ops": int, "seconds": float, "ns_per_op": float, "gb_per_s": float, "min_ns": float,
               "median_ns": float, "max_ns": float, "x_tmpfs": float, "x_floor": float}
-FS = {"floor", "tmpfs", "ext4", "mapfs", "mapfs-preload"}
+FS = {"floor", "tmpfs", "ext4", "mapfs", "mapfs-preload", "mapfs-fuse"}
 
 
 def check_suite(doc, where):

@@ -159,6 +159,7 @@ int RunMicro(const FsBenchOptions& o, mapfs_t* fs, SyscallTarget& tmp, SyscallTa
     }
   }
   if (!o.preload_root.empty()) targets.push_back(std::make_unique<SyscallTarget>(o.preload_root, "mapfs-preload", "sync"));
+  if (!o.fuse_root.empty()) targets.push_back(std::make_unique<SyscallTarget>(o.fuse_root, "mapfs-fuse", "sync"));
   std::printf("\nmicro: file of %s, 4 KiB I/O, median of %d\n", FormatSize(size).c_str(), repeat);
   for (std::string w : {"append", "swe", "sw", "sr", "rw", "rr"}) {
     uint64_t ops = (w == "rw" || w == "rr" || w == "append") ? size / kIo : 10;
@@ -239,10 +240,12 @@ int RunMeta(const FsBenchOptions& o, mapfs_t* fs, SyscallTarget& tmp, SyscallTar
   int repeat = o.repeat ? o.repeat : 3;
   MapfsTarget m(fs, "sync");
   SyscallTarget shim(o.preload_root, "mapfs-preload", "sync");
+  SyscallTarget fuse(o.fuse_root, "mapfs-fuse", "sync");
   std::vector<Target*> ts = {&tmp};
   if (ext4 != nullptr) ts.push_back(ext4);
   ts.push_back(&m);
   if (!o.preload_root.empty()) ts.push_back(&shim);
+  if (!o.fuse_root.empty()) ts.push_back(&fuse);
   std::printf("\nmeta: %llu files in one directory, median of %d\n", static_cast<unsigned long long>(n), repeat);
   const char* names[] = {"create", "open", "stat", "rename", "unlink"};
   std::vector<std::vector<double>> t[5];

@@ -1,6 +1,7 @@
 // The file-system benchmarks that drive whole file systems through their
 // POSIX-shaped calls: mapfs through its C API and (when run under the
-// shim) through system calls the shim serves, tmpfs through system calls,
+// shim) through system calls the shim serves, or through a FUSE mount,
+// tmpfs through system calls,
 // and the physical floor (the same bytes moved with the raw primitives on a
 // mapped file). Every result is measured in the same run, interleaved
 // (A B A B ...), as ../shared/BENCHMARKS.md asks.
@@ -27,6 +28,9 @@ struct FsBenchOptions {
   // Non-empty when this process runs under the LD_PRELOAD shim: the mount
   // prefix under which a "mapfs-preload" target is measured too.
   std::string preload_root;
+  // Non-empty with `--fuse`: the directory where a pool is mounted through
+  // FUSE, measured as "mapfs-fuse".
+  std::string fuse_root;
 };
 
 int RunFsBench(const FsBenchOptions& opt);

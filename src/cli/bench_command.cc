@@ -30,8 +30,8 @@ namespace {
 
 const char* const kUsage =
     "usage: mapfs bench SUITE [--quick] [--json FILE] [--repeat N] [--dir DIR] [--mode posix|sync|strict]\n"
-    "  micro        [--size BYTES] [--mode posix,sync,strict] [--page 4k,2m] [--no-preload]\n"
-    "  meta         [--ops FILES] [--no-preload]\n"
+    "  micro        [--size BYTES] [--mode posix,sync,strict] [--page 4k,2m] [--no-preload] [--fuse]\n"
+    "  meta         [--ops FILES] [--no-preload] [--fuse]\n"
     "  dir          [--entries MAX] [--large]          (directory-size curve, CIB)\n"
     "  pswap        [--max-pages N] [--pool PATH]\n"
     "  concurrency  [--threads 1,2,4] [--ops PER-THREAD]\n"
@@ -43,8 +43,9 @@ const char* const kUsage =
     "  all          every suite above, one JSON with all of them (--json)\n"
     "  plot RESULTS.json... --out DIR                  PNG charts (python3-matplotlib)\n"
     "  (micro and meta also measure mapfs through the LD_PRELOAD shim by running\n"
-    "  themselves under `mapfs run`; --no-preload skips that. ext4 is measured\n"
-    "  where a loop device can be mounted; MAPFS_BENCH_NO_EXT4=1 skips it.)\n";
+    "  themselves under `mapfs run`; --no-preload skips that; --fuse adds mapfs\n"
+    "  through a FUSE mount of a fresh pool. ext4 is measured where a loop device\n"
+    "  can be mounted; MAPFS_BENCH_NO_EXT4=1 skips it.)\n";
 
 const char* const kSuites[] = {"micro", "meta", "dir", "pswap", "concurrency", "ycsb", "rocksdb", "sqlite", "fio",
                                "mapping"};
@@ -120,7 +121,47 @@ int Plot(const Parsed& p) {
 
 // micro and meta: run again under the shim, on a pool of its own, so the
 // shim's figures come from the same run as the others.
+// `--fuse`: mounts a fresh sync-mode pool (as big as the suite's C API
+// pool) on a directory of its own, runs the suite again as a child that
+// measures the mount as one more file system ("mapfs-fuse", found through
+// MAPFS_BENCH_FUSE), then unmounts, checks and removes the pool. The mount
+// is made here, before the suite re-executes itself under the shim, so the
+// daemon never runs with the shim loaded.
+int WithFuseMount(const std::vector<std::string>& args, const bench::FsBenchOptions& o) {
+  std::string base = o.dir + "/mapfs-bench-fuse-" + std::to_string(::getpid());
+  std::string pool = base + ".pool", dir = base + ".mnt";
+  uint64_t size = o.size ? o.size : o.quick ? 64ull << 20 : 1ull << 30;
+  struct mapfs_mkfs_options mk {};
+  mk.size = std::max<uint64_t>(3 * size + (512ull << 20), 1ull << 30);
+  mk.page_size = 4096;
+  mk.mode = MAPFS_MODE_SYNC;
+  if (mapfs_mkfs(pool.c_str(), &mk) != 0)
+    return std::fprintf(stderr, "mapfs bench --fuse: cannot make %s: %s\n", pool.c_str(), std::strerror(errno)), 1;
+  std::string mapfs = bench::ShellQuote(bench::BinDir() + "/mapfs");
+  int rc = 1;
+  if (::mkdir(dir.c_str(), 0700) != 0) {
+    std::fprintf(stderr, "mapfs bench --fuse: %s: %s\n", dir.c_str(), std::strerror(errno));
+  } else if (std::system((mapfs + " mount " + bench::ShellQuote(pool) + " " + bench::ShellQuote(dir) + " --mode sync").c_str()) != 0) {
+    std::fprintf(stderr, "mapfs bench --fuse: the pool could not be mounted (see above; FUSE needs /dev/fuse and root or fuse3's fusermount3)\n");
+  } else {
+    std::string cmd = "MAPFS_BENCH_FUSE=" + bench::ShellQuote(dir) + " " + mapfs + " bench";
+    for (const std::string& a : args)
+      if (a != "--fuse") cmd += " " + bench::ShellQuote(a);
+    rc = std::system(cmd.c_str()) == 0 ? 0 : 1;
+    if (std::system((mapfs + " umount " + bench::ShellQuote(dir)).c_str()) != 0) rc = 1;
+    if (std::system((mapfs + " fsck " + bench::ShellQuote(pool) + " >/dev/null").c_str()) != 0) {
+      std::fprintf(stderr, "mapfs bench --fuse: fsck of the mounted pool failed\n");
+      rc = 1;
+    }
+  }
+  ::rmdir(dir.c_str());
+  ::unlink(pool.c_str());
+  return rc;
+}
+
 int MicroOrMeta(const Parsed& p, const std::vector<std::string>& args, bench::FsBenchOptions& o) {
+  if (p.Has("--fuse")) return WithFuseMount(args, o);
+  if (const char* f = std::getenv("MAPFS_BENCH_FUSE")) o.fuse_root = f;
   if (std::getenv("MAPFS_BENCH_SHIM") != nullptr) {
     const char* m = std::getenv("MAPFS_MOUNT");
     o.preload_root = m ? m : "/mapfs";
@@ -151,7 +192,7 @@ int MicroOrMeta(const Parsed& p, const std::vector<std::string>& args, bench::Fs
 int Bench(const std::vector<std::string>& args) {
   Parsed p = Parse(args, {"--json", "--repeat", "--pool", "--max-pages", "--size", "--ops", "--mode", "--dir",
                           "--records", "--threads", "--entries", "--out", "--journal", "--page", "--layout-score", "--util"},
-                   {"--quick", "--no-preload", "--large"});
+                   {"--quick", "--no-preload", "--large", "--fuse"});
   std::string suite = p.pos.empty() ? "" : p.pos[0];
   bool known = suite == "all" || suite == "plot";
   for (const char* s : kSuites) known = known || suite == s;
