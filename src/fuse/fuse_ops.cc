@@ -202,6 +202,10 @@ void Init(void* userdata, struct fuse_conn_info* conn) {
   // writeback cache (see README: a write must reach the pool before the
   // call returns, for the shim and for crash consistency).
   conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+  // The follower tells the kernel which pages others changed. With
+  // automatic invalidation on, the kernel would also drop every cached page
+  // of a file whenever it saw a new mtime — after each of its own writes.
+  conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
 }
 
 // A name that is not there is cached too (a negative entry, node id 0):
