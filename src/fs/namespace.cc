@@ -116,6 +116,9 @@ Result<FileSystem::Walk> FileSystem::Resolve(const Cred& cr, uint64_t at, std::s
   // rest of the path may grow past PATH_MAX (a link to itself plus more
   // names), and Linux then says ELOOP after kMaxSymlinks, not ENAMETOOLONG.
   if (depth == 0) {
+    // Directory blocks are read through this process's mappings of the
+    // region: drop those other processes made stale first.
+    mount_->vm().Sync();
     if (path.size() >= PATH_MAX) return Status::Error(ENAMETOOLONG, "path too long");
     depth = chain.start;  // links followed before the path came into the pool
   }

@@ -21,6 +21,7 @@ Result<std::unique_ptr<Partitions>> Partitions::Open(medium::Pool* pool, vm::Vm*
 Result<uint64_t> Partitions::Alloc(int k) {
   if (k < 0 || k >= top_) return Status::Error(EINVAL, "no partition level " + std::to_string(k));
   medium::PoolLock lock(pool_, medium::LockId::kSpace);
+  vm_->Sync();  // headers are read through this process's mappings: see what others changed
   MAPFS_RETURN_IF_ERROR(FinishDeadFree());
   Op op(this);
   uint64_t root = op.Root();
@@ -130,6 +131,7 @@ Status Partitions::FinishDeadFree() {
 
 Status Partitions::Free(uint64_t voff) {
   medium::PoolLock lock(pool_, medium::LockId::kSpace);
+  vm_->Sync();  // headers are read through this process's mappings: see what others changed
   MAPFS_RETURN_IF_ERROR(FinishDeadFree());
   Op op(this);
   const Status not_allocated = Status::Error(EINVAL, "no allocated partition starts at virtual offset " + std::to_string(voff));
@@ -228,6 +230,7 @@ Status Partitions::Free(uint64_t voff) {
 
 Result<int> Partitions::LevelOf(uint64_t voff) {
   medium::PoolLock lock(pool_, medium::LockId::kSpace);
+  vm_->Sync();  // headers are read through this process's mappings: see what others changed
   return LevelOfLocked(voff);
 }
 
