@@ -4,6 +4,9 @@ set -euo pipefail
 pkgs="cmake ninja-build g++ libgtest-dev"
 # The preload tests run real programs under `mapfs run` (tests/preload).
 pkgs="$pkgs python3 sqlite3 git rsync tar gzip diffutils libleveldb-dev fio libaio1"
+# CPython's own file-system tests, under the shim and on the mount
+# (tests/cpython_regrtest.sh).
+pkgs="$pkgs libpython3.11-testsuite"
 # The FUSE mount (src/fuse, tests/fuse).
 pkgs="$pkgs libfuse3-dev fuse3 pkg-config"
 # The benchmarks (bench/): RocksDB's db_bench, SQLite's headers for the

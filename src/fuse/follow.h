@@ -5,7 +5,9 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
+#include <string>
 #include <thread>
 
 #include "fuse/mount_state.h"
@@ -25,10 +27,15 @@ class Follower {
   void Run();
   void Apply(const fs::Change& c);
   void InvalidateAll();
+  // Makes the kernel look NAME in DIR up again at its next use, keeping the
+  // dentry hashed (a cwd keeps its path); a plain invalidation on kernels
+  // without FUSE_EXPIRE_ONLY.
+  void ExpireEntry(struct fuse_session* se, uint64_t dir, const std::string& name);
 
   MountState* s_;
   std::unique_ptr<fs::ChangeFollower> ring_;
   std::atomic<bool> stop_{false};
+  bool expire_only_ = true;  // the kernel takes FUSE_EXPIRE_ONLY (only the thread uses it)
   std::thread thread_;
 };
 

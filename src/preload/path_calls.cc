@@ -394,20 +394,33 @@ MAPFS_EXPORT int mkdir(const char* path, mode_t mode) {
   return mkdirat(AT_FDCWD, path, mode);
 }
 
+// FIFOs, socket and device nodes are recorded in the pool (as the FUSE
+// mount's mknod records them), so programs that make them and only look at
+// them (tar and cp -a of a FIFO, shutil's special-file check, stat) work;
+// opening one under the shim is ENXIO (the kernel serves them on the mount).
+// Device nodes need root, as the kernel's CAP_MKNOD (the core's rule for
+// "root" is the effective uid, fs/cred.h).
 MAPFS_EXPORT int mknodat(int dirfd, const char* path, mode_t mode, dev_t dev) {
-  Route r = MapfsPath(dirfd, path);
-  if (!r.mapfs) return REAL(mknodat)(dirfd, r.Kernel(path), mode, dev);
-  if (S_ISREG(mode) || (mode & S_IFMT) == 0) {
-    int fd = OpenMapfs(r, O_CREAT | O_EXCL | O_WRONLY, mode & 07777);
-    return fd < 0 ? -1 : close(fd);
-  }
-  return FailErrno(EPERM);  // no device, fifo or socket nodes in a pool
+  return FollowOut(dirfd, path, false, [&](int d, const char* p) {
+    Route r = MapfsPath(d, p);
+    if (!r.mapfs) return REAL(mknodat)(d, r.Kernel(p), mode, dev);
+    mode_t type = mode & S_IFMT;
+    if (type == S_IFREG || type == 0) {
+      int fd = OpenMapfs(r, O_CREAT | O_EXCL | O_WRONLY, mode & 07777);
+      return fd < 0 ? -1 : close(fd);
+    }
+    bool device = type == S_IFCHR || type == S_IFBLK;
+    if (type != S_IFIFO && type != S_IFSOCK && !device) return FailErrno(EINVAL);
+    if (device && ::geteuid() != 0) return FailErrno(EPERM);
+    fs::FileSystem* f = FsOrFail();
+    if (f == nullptr) return -1;
+    CoreScope cs;
+    return Ret(f->Mknod(r.path, type | (mode & 07777 & ~mapfs::CurrentUmask()), device ? dev : 0, r.at));
+  });
 }
 MAPFS_EXPORT int mknod(const char* path, mode_t mode, dev_t dev) { return mknodat(AT_FDCWD, path, mode, dev); }
 MAPFS_EXPORT int mkfifoat(int dirfd, const char* path, mode_t mode) {
-  Route r = MapfsPath(dirfd, path);
-  if (!r.mapfs) return REAL(mkfifoat)(dirfd, r.Kernel(path), mode);
-  return FailErrno(EPERM);
+  return mknodat(dirfd, path, S_IFIFO | (mode & 07777), 0);
 }
 MAPFS_EXPORT int mkfifo(const char* path, mode_t mode) { return mkfifoat(AT_FDCWD, path, mode); }
 
