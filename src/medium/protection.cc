@@ -66,6 +66,15 @@ State Enable() {
   return s;
 }
 
+State Probe() {
+  if (EnvOff()) return State::kOffByEnv;
+  if (!CpuHasPkeys()) return State::kNoCpu;
+  int k = ::pkey_alloc(0, 0);
+  if (k < 0) return State::kNoKey;
+  ::pkey_free(k);
+  return State::kOn;
+}
+
 State Current() { return state.load(); }
 int Key() { return key.load(std::memory_order_relaxed); }
 

@@ -54,6 +54,9 @@ enum class State {
 // cannot; idempotent, thread-safe. Returns the resulting state.
 State Enable();
 State Current();
+// What Enable would give in this process (for `mapfs info`), allocating
+// nothing that stays.
+State Probe();
 // One line for `mapfs info` and the shim's log: the state and why.
 const char* Describe(State s);
 // What this machine offers, without allocating anything (for `mapfs info`).
