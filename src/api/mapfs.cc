@@ -144,6 +144,8 @@ int mapfs_mkfs(const char* pool, const struct mapfs_mkfs_options* opt) {
 }
 
 mapfs_t* mapfs_mount(const char* pool, const struct mapfs_options* opt) {
+  // The key first: FileSystem::Mount maps (and tags) the pool.
+  (void)mapfs::medium::protection::Enable();
   MAPFS_ENTRY;
   if (pool == nullptr) {
     FailErrno(EFAULT, "null pool path");

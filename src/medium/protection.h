@@ -16,10 +16,13 @@
 // write-disabled (reads stay allowed: the pool is the boundary anyway, see
 // docs/SECURITY.md); an Inside scope write-enables it and puts back what
 // it found. Invariants the scopes keep:
-//  * Nested calls: an Inside that finds the rights open changes nothing,
-//    unless it is the thread's outermost one (depth 0), which closes them
-//    on exit: a thread that inherited open rights (created inside a call)
-//    loses them at its first call.
+//  * Nested calls: an inner Inside puts back what it found (open rights
+//    stay open); the thread's outermost one (depth 0) leaves the key
+//    write-disabled, whatever it found: a thread that inherited open
+//    rights (created inside a call) loses them at its first call, and one
+//    that escaped a signal handler with siglongjmp (keeping the handler's
+//    access-disable) or existed before the key was allocated (the kernel's
+//    initial value, access-disable too) may read again after its next.
 //  * Signal handlers: the kernel enters a handler with its initial PKRU
 //    (our key access-disabled) and sigreturn restores the interrupted
 //    value, so a handler's calls open and close by themselves and the
@@ -99,11 +102,17 @@ class Inside {
   ~Inside() {
     if (!on_) return;
     detail::depth--;
-    uint32_t put = saved_;
-    // Found open at the outermost level: not rights this thread was given
-    // by a caller, so close them (see the header comment).
-    if (put == 0 && outer_) put = detail::closed_bits.load(std::memory_order_relaxed);
-    if (put != 0) detail::Wrpkru(detail::Rdpkru() | put);
+    if (outer_) {
+      // The thread leaves mapfs: write-disabled, whatever it came in with
+      // (open rights inherited from a creator inside a call; the kernel's
+      // access-disable of a handler it escaped with siglongjmp, or of a
+      // thread older than the key). A handler's own value comes back at
+      // sigreturn.
+      uint32_t m = detail::key_bits.load(std::memory_order_relaxed);
+      detail::Wrpkru((detail::Rdpkru() & ~m) | detail::closed_bits.load(std::memory_order_relaxed));
+    } else if (saved_ != 0) {
+      detail::Wrpkru(detail::Rdpkru() | saved_);
+    }
   }
   Inside(const Inside&) = delete;
   Inside& operator=(const Inside&) = delete;

@@ -94,7 +94,7 @@ static void FindTargets(void) {
   if (view == NULL || region == NULL || shared == NULL) Fail("did not find the pool view, a region page and the segment");
 }
 
-static __thread sigjmp_buf* jump;
+static __thread sigjmp_buf* volatile jump; /* volatile: kept around the probing store */
 static __thread volatile int fault_code;
 static __thread void* volatile fault_addr;
 
@@ -111,7 +111,7 @@ static void OnSegv(int sig, siginfo_t* si, void* uc) {
  * store went through, -1 for any other fault. */
 static int Scribble(char* p) {
   sigjmp_buf b;
-  sigjmp_buf* outer = jump;
+  sigjmp_buf* volatile outer = jump;
   jump = &b;
   fault_code = 0;
   int r;
