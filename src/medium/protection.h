@@ -95,23 +95,25 @@ class Inside {
     if (m == 0) return;
     on_ = true;
     outer_ = detail::depth++ == 0;
-    uint32_t v = detail::Rdpkru();
-    saved_ = v & m;
-    if (saved_ != 0) detail::Wrpkru(v & ~m);
+    entry_ = detail::Rdpkru();
+    if (entry_ & m) detail::Wrpkru(entry_ & ~m);
   }
+  // The other keys' bits are put back as found at entry: nothing inside a
+  // call changes them (a signal handler's changes end at its sigreturn),
+  // and rdpkru is not free (tens of ns where it is virtualised).
   ~Inside() {
     if (!on_) return;
     detail::depth--;
+    uint32_t m = detail::key_bits.load(std::memory_order_relaxed);
     if (outer_) {
       // The thread leaves mapfs: write-disabled, whatever it came in with
       // (open rights inherited from a creator inside a call; the kernel's
       // access-disable of a handler it escaped with siglongjmp, or of a
       // thread older than the key). A handler's own value comes back at
       // sigreturn.
-      uint32_t m = detail::key_bits.load(std::memory_order_relaxed);
-      detail::Wrpkru((detail::Rdpkru() & ~m) | detail::closed_bits.load(std::memory_order_relaxed));
-    } else if (saved_ != 0) {
-      detail::Wrpkru(detail::Rdpkru() | saved_);
+      detail::Wrpkru((entry_ & ~m) | detail::closed_bits.load(std::memory_order_relaxed));
+    } else if (entry_ & m) {
+      detail::Wrpkru(entry_);
     }
   }
   Inside(const Inside&) = delete;
@@ -120,7 +122,7 @@ class Inside {
  private:
   bool on_ = false;
   bool outer_ = false;
-  uint32_t saved_ = 0;
+  uint32_t entry_ = 0;  // PKRU at entry
 };
 
 // Closed rights for application code that mapfs starts from inside a call
