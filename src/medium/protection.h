@@ -27,14 +27,17 @@
 //    (our key access-disabled) and sigreturn restores the interrupted
 //    value, so a handler's calls open and close by themselves and the
 //    interrupted code, inside a call or not, gets its own rights back.
-//  * Code mapfs runs on the application's behalf inside a call (a thread
-//    it creates for a sigevent, a program's fault handler it forwards to)
-//    runs in an Outside scope, with the rights closed.
+//  * Code mapfs runs on the application's behalf inside a call runs with
+//    the rights closed: a thread it creates for a sigevent is created in
+//    an Outside scope; the fault handler ends its Inside before it passes
+//    a fault on to the program's handler.
 //  * fork: the child copies the forking thread's PKRU and depth, and the
 //    key stays allocated in the child. exec: a new image starts with the
 //    kernel's initial PKRU and no keys; the shim enables again there.
-// Without pkeys (CPU, kernel, no free key, MAPFS_PKEYS=0) nothing is
-// tagged and both scopes cost one load and a branch.
+// Cost with keys: one rdpkru and two wrpkru per outermost call (measured
+// ~40 and ~200 ns on this project's virtual machine, tens of cycles on
+// bare metal). Without pkeys (CPU, kernel, no free key, MAPFS_PKEYS=0)
+// nothing is tagged and both scopes cost one load and a branch.
 #pragma once
 
 #include <atomic>
