@@ -24,6 +24,7 @@
 #include "map/mapper.h"
 #include "medium/pool.h"
 #include "medium/pool_format.h"
+#include "medium/protection.h"
 
 using mapfs::Status;
 using mapfs::fs::FileSystem;
@@ -109,6 +110,10 @@ using mapfs::CurrentUmask;
 #define MAPFS_CHECK_BUF(buf, n) \
   if ((buf) == nullptr && (n) != 0) return FailErrno(EFAULT, "null buffer")
 
+// Every call that reaches the file system holds the pool's rights
+// (medium/protection.h): outside them the pool is write-protected.
+#define MAPFS_ENTRY mapfs::medium::protection::Inside mapfs_rights_
+
 extern "C" {
 
 const char* mapfs_version(void) { return MAPFS_VERSION_STRING; }
@@ -116,6 +121,7 @@ unsigned mapfs_format_version(void) { return mapfs::medium::format::kVersion; }
 const char* mapfs_last_error(void) { return last_error.c_str(); }
 
 int mapfs_mkfs(const char* pool, const struct mapfs_mkfs_options* opt) {
+  MAPFS_ENTRY;
   MAPFS_CHECK_PATH(pool);
   if (opt == nullptr) return FailErrno(EINVAL, "mkfs needs options (the size)");
   mapfs::medium::CreateOptions co;
@@ -138,6 +144,9 @@ int mapfs_mkfs(const char* pool, const struct mapfs_mkfs_options* opt) {
 }
 
 mapfs_t* mapfs_mount(const char* pool, const struct mapfs_options* opt) {
+  // The key first: FileSystem::Mount maps (and tags) the pool.
+  (void)mapfs::medium::protection::Enable();
+  MAPFS_ENTRY;
   if (pool == nullptr) {
     FailErrno(EFAULT, "null pool path");
     return nullptr;
@@ -177,6 +186,7 @@ mapfs_t* mapfs_mount(const char* pool, const struct mapfs_options* opt) {
 }
 
 int mapfs_unmount(mapfs_t* fs) {
+  MAPFS_ENTRY;
   MAPFS_CHECK_FS(fs);
   {
     std::unique_lock<std::shared_mutex> g(fs->mu);
@@ -193,6 +203,7 @@ int mapfs_unmount(mapfs_t* fs) {
 }
 
 int mapfs_open(mapfs_t* fs, const char* path, int flags, ...) {
+  MAPFS_ENTRY;
   MAPFS_CHECK_FS(fs);
   MAPFS_CHECK_PATH(path);
   mode_t mode = 0;
@@ -210,10 +221,12 @@ int mapfs_open(mapfs_t* fs, const char* path, int flags, ...) {
 }
 
 int mapfs_creat(mapfs_t* fs, const char* path, mode_t mode) {
+  MAPFS_ENTRY;
   return mapfs_open(fs, path, O_CREAT | O_WRONLY | O_TRUNC, mode);
 }
 
 int mapfs_close(mapfs_t* fs, int fd) {
+  MAPFS_ENTRY;
   MAPFS_CHECK_FS(fs);
   DescRef d;
   {
@@ -226,11 +239,13 @@ int mapfs_close(mapfs_t* fs, int fd) {
 }
 
 int mapfs_dup(mapfs_t* fs, int fd) {
+  MAPFS_ENTRY;
   MAPFS_GET_FD(fs, fd, d);
   return fs->Install(d);
 }
 
 int mapfs_dup2(mapfs_t* fs, int fd, int newfd) {
+  MAPFS_ENTRY;
   MAPFS_GET_FD(fs, fd, d);
   if (newfd < 0 || newfd > (1 << 20)) return FailErrno(EBADF, "bad target descriptor");
   if (newfd == fd) return newfd;
@@ -243,6 +258,7 @@ int mapfs_dup2(mapfs_t* fs, int fd, int newfd) {
 }
 
 ssize_t mapfs_read(mapfs_t* fs, int fd, void* buf, size_t n) {
+  MAPFS_ENTRY;
   MAPFS_GET_FD(fs, fd, d);
   MAPFS_CHECK_BUF(buf, n);
   auto r = fs->fs->Read(*d->f, buf, n);
@@ -250,6 +266,7 @@ ssize_t mapfs_read(mapfs_t* fs, int fd, void* buf, size_t n) {
 }
 
 ssize_t mapfs_write(mapfs_t* fs, int fd, const void* buf, size_t n) {
+  MAPFS_ENTRY;
   MAPFS_GET_FD(fs, fd, d);
   MAPFS_CHECK_BUF(buf, n);
   auto r = fs->fs->Write(*d->f, buf, n);
@@ -257,6 +274,7 @@ ssize_t mapfs_write(mapfs_t* fs, int fd, const void* buf, size_t n) {
 }
 
 ssize_t mapfs_pread(mapfs_t* fs, int fd, void* buf, size_t n, off_t off) {
+  MAPFS_ENTRY;
   MAPFS_GET_FD(fs, fd, d);
   MAPFS_CHECK_BUF(buf, n);
   if (off < 0) return FailErrno(EINVAL, "negative offset");
@@ -265,6 +283,7 @@ ssize_t mapfs_pread(mapfs_t* fs, int fd, void* buf, size_t n, off_t off) {
 }
 
 ssize_t mapfs_pwrite(mapfs_t* fs, int fd, const void* buf, size_t n, off_t off) {
+  MAPFS_ENTRY;
   MAPFS_GET_FD(fs, fd, d);
   MAPFS_CHECK_BUF(buf, n);
   if (off < 0) return FailErrno(EINVAL, "negative offset");
@@ -273,6 +292,7 @@ ssize_t mapfs_pwrite(mapfs_t* fs, int fd, const void* buf, size_t n, off_t off) 
 }
 
 ssize_t mapfs_pwrite_atomic(mapfs_t* fs, int fd, const void* buf, size_t n, off_t off) {
+  MAPFS_ENTRY;
   MAPFS_GET_FD(fs, fd, d);
   MAPFS_CHECK_BUF(buf, n);
   if (off < 0) return FailErrno(EINVAL, "negative offset");
@@ -281,40 +301,47 @@ ssize_t mapfs_pwrite_atomic(mapfs_t* fs, int fd, const void* buf, size_t n, off_
 }
 
 off_t mapfs_lseek(mapfs_t* fs, int fd, off_t off, int whence) {
+  MAPFS_ENTRY;
   MAPFS_GET_FD(fs, fd, d);
   auto r = fs->fs->Seek(*d->f, off, whence);
   return r.ok() ? static_cast<off_t>(*r) : Fail(r.status());
 }
 
 int mapfs_fsync(mapfs_t* fs, int fd) {
+  MAPFS_ENTRY;
   MAPFS_GET_FD(fs, fd, d);
   return Ret(fs->fs->Fsync(*d->f));
 }
 int mapfs_fdatasync(mapfs_t* fs, int fd) { return mapfs_fsync(fs, fd); }
 
 int mapfs_ftruncate(mapfs_t* fs, int fd, off_t size) {
+  MAPFS_ENTRY;
   MAPFS_GET_FD(fs, fd, d);
   return Ret(fs->fs->Ftruncate(*d->f, size));
 }
 
 int mapfs_truncate(mapfs_t* fs, const char* path, off_t size) {
+  MAPFS_ENTRY;
   MAPFS_CHECK_FS(fs);
   MAPFS_CHECK_PATH(path);
   return Ret(fs->fs->Truncate(path, size));
 }
 
 int mapfs_fallocate(mapfs_t* fs, int fd, int mode, off_t off, off_t len) {
+  MAPFS_ENTRY;
   MAPFS_GET_FD(fs, fd, d);
   return Ret(fs->fs->Fallocate(*d->f, mode, off, len));
 }
 
 int mapfs_fstat(mapfs_t* fs, int fd, struct stat* st) {
+  MAPFS_ENTRY;
   MAPFS_GET_FD(fs, fd, d);
   if (st == nullptr) return FailErrno(EFAULT, "null stat buffer");
   return Ret(fs->fs->Fstat(*d->f, st));
 }
 
 int mapfs_stat(mapfs_t* fs, const char* path, struct stat* st) {
+  MAPFS_ENTRY;
   MAPFS_CHECK_FS(fs);
   MAPFS_CHECK_PATH(path);
   if (st == nullptr) return FailErrno(EFAULT, "null stat buffer");
@@ -322,6 +349,7 @@ int mapfs_stat(mapfs_t* fs, const char* path, struct stat* st) {
 }
 
 int mapfs_lstat(mapfs_t* fs, const char* path, struct stat* st) {
+  MAPFS_ENTRY;
   MAPFS_CHECK_FS(fs);
   MAPFS_CHECK_PATH(path);
   if (st == nullptr) return FailErrno(EFAULT, "null stat buffer");
@@ -329,6 +357,7 @@ int mapfs_lstat(mapfs_t* fs, const char* path, struct stat* st) {
 }
 
 int mapfs_statvfs(mapfs_t* fs, struct statvfs* st) {
+  MAPFS_ENTRY;
   MAPFS_CHECK_FS(fs);
   if (st == nullptr) return FailErrno(EFAULT, "null statvfs buffer");
   return Ret(fs->fs->Statfs(st));
@@ -339,26 +368,31 @@ int mapfs_statvfs(mapfs_t* fs, struct statvfs* st) {
   return Ret(expr)
 
 int mapfs_unlink(mapfs_t* fs, const char* path) {
+  MAPFS_ENTRY;
   MAPFS_CHECK_PATH(path);
   MAPFS_PATH_CALL(fs->fs->Unlink(path));
 }
 int mapfs_rename(mapfs_t* fs, const char* from, const char* to) { return mapfs_rename2(fs, from, to, 0); }
 int mapfs_rename2(mapfs_t* fs, const char* from, const char* to, unsigned flags) {
+  MAPFS_ENTRY;
   MAPFS_CHECK_PATH(from);
   MAPFS_CHECK_PATH(to);
   MAPFS_PATH_CALL(fs->fs->Rename(from, to, flags));
 }
 int mapfs_link(mapfs_t* fs, const char* from, const char* to) {
+  MAPFS_ENTRY;
   MAPFS_CHECK_PATH(from);
   MAPFS_CHECK_PATH(to);
   MAPFS_PATH_CALL(fs->fs->Link(from, to));
 }
 int mapfs_symlink(mapfs_t* fs, const char* target, const char* path) {
+  MAPFS_ENTRY;
   MAPFS_CHECK_PATH(target);
   MAPFS_CHECK_PATH(path);
   MAPFS_PATH_CALL(fs->fs->Symlink(target, path));
 }
 ssize_t mapfs_readlink(mapfs_t* fs, const char* path, char* buf, size_t size) {
+  MAPFS_ENTRY;
   MAPFS_CHECK_FS(fs);
   MAPFS_CHECK_PATH(path);
   if (size == 0) return FailErrno(EINVAL, "zero-sized buffer");
@@ -370,52 +404,64 @@ ssize_t mapfs_readlink(mapfs_t* fs, const char* path, char* buf, size_t size) {
   return static_cast<ssize_t>(n);
 }
 int mapfs_mkdir(mapfs_t* fs, const char* path, mode_t mode) {
+  MAPFS_ENTRY;
   MAPFS_CHECK_PATH(path);
   MAPFS_PATH_CALL(fs->fs->Mkdir(path, mode & ~CurrentUmask()));
 }
 int mapfs_rmdir(mapfs_t* fs, const char* path) {
+  MAPFS_ENTRY;
   MAPFS_CHECK_PATH(path);
   MAPFS_PATH_CALL(fs->fs->Rmdir(path));
 }
 int mapfs_chmod(mapfs_t* fs, const char* path, mode_t mode) {
+  MAPFS_ENTRY;
   MAPFS_CHECK_PATH(path);
   MAPFS_PATH_CALL(fs->fs->Chmod(path, mode));
 }
 int mapfs_fchmod(mapfs_t* fs, int fd, mode_t mode) {
+  MAPFS_ENTRY;
   MAPFS_GET_FD(fs, fd, d);
   return Ret(fs->fs->Fchmod(*d->f, mode));
 }
 int mapfs_chown(mapfs_t* fs, const char* path, uid_t uid, gid_t gid) {
+  MAPFS_ENTRY;
   MAPFS_CHECK_PATH(path);
   MAPFS_PATH_CALL(fs->fs->Chown(path, uid, gid, true));
 }
 int mapfs_lchown(mapfs_t* fs, const char* path, uid_t uid, gid_t gid) {
+  MAPFS_ENTRY;
   MAPFS_CHECK_PATH(path);
   MAPFS_PATH_CALL(fs->fs->Chown(path, uid, gid, false));
 }
 int mapfs_fchown(mapfs_t* fs, int fd, uid_t uid, gid_t gid) {
+  MAPFS_ENTRY;
   MAPFS_GET_FD(fs, fd, d);
   return Ret(fs->fs->Fchown(*d->f, uid, gid));
 }
 int mapfs_access(mapfs_t* fs, const char* path, int mode, int flags) {
+  MAPFS_ENTRY;
   MAPFS_CHECK_PATH(path);
   MAPFS_PATH_CALL(fs->fs->Access(path, mode, flags));
 }
 void mapfs_refresh_credentials(void) { mapfs::fs::InvalidateProcessCred(); }
 int mapfs_utimens(mapfs_t* fs, const char* path, const struct timespec ts[2]) {
+  MAPFS_ENTRY;
   MAPFS_CHECK_PATH(path);
   MAPFS_PATH_CALL(fs->fs->Utimens(path, ts, true));
 }
 int mapfs_lutimens(mapfs_t* fs, const char* path, const struct timespec ts[2]) {
+  MAPFS_ENTRY;
   MAPFS_CHECK_PATH(path);
   MAPFS_PATH_CALL(fs->fs->Utimens(path, ts, false));
 }
 int mapfs_futimens(mapfs_t* fs, int fd, const struct timespec ts[2]) {
+  MAPFS_ENTRY;
   MAPFS_GET_FD(fs, fd, d);
   return Ret(fs->fs->Futimens(*d->f, ts));
 }
 
 mapfs_dir_t* mapfs_opendir(mapfs_t* fs, const char* path) {
+  MAPFS_ENTRY;
   if (fs == nullptr || path == nullptr) {
     FailErrno(EINVAL, "null argument");
     return nullptr;
@@ -438,6 +484,7 @@ mapfs_dir_t* mapfs_opendir(mapfs_t* fs, const char* path) {
 }
 
 struct dirent* mapfs_readdir(mapfs_dir_t* d) {
+  MAPFS_ENTRY;
   if (d == nullptr) {
     FailErrno(EBADF, "null directory stream");
     return nullptr;
@@ -453,6 +500,7 @@ struct dirent* mapfs_readdir(mapfs_dir_t* d) {
 }
 
 int mapfs_closedir(mapfs_dir_t* d) {
+  MAPFS_ENTRY;
   if (d == nullptr) return FailErrno(EBADF, "null directory stream");
   if (d->fs != nullptr) {
     std::unique_lock<std::shared_mutex> g(d->fs->mu);
@@ -465,6 +513,7 @@ int mapfs_closedir(mapfs_dir_t* d) {
 long mapfs_telldir(mapfs_dir_t* d) { return d ? static_cast<long>(d->stream.Tell()) : -1; }
 
 void mapfs_seekdir(mapfs_dir_t* d, long pos) {
+  MAPFS_ENTRY;
   if (d == nullptr || pos < 0) return;
   d->stream.Seek(static_cast<uint64_t>(pos));
 }
@@ -472,6 +521,7 @@ void mapfs_seekdir(mapfs_dir_t* d, long pos) {
 void mapfs_rewinddir(mapfs_dir_t* d) { mapfs_seekdir(d, 0); }
 
 void* mapfs_mmap(mapfs_t* fs, int fd, size_t* capacity) {
+  MAPFS_ENTRY;
   if (fs == nullptr) {
     FailErrno(EINVAL, "null handle");
     return nullptr;

@@ -17,6 +17,7 @@
 #include "map/mapper.h"
 #include "mapfs/mapfs.h"
 #include "medium/persist.h"
+#include "medium/protection.h"
 #include "mount/mount.h"
 
 namespace mapfs::cli {
@@ -214,6 +215,10 @@ int Info(const std::vector<std::string>& args) {
   std::printf("space free      %s\n", FormatSize((vs.total_pages - vs.used_pages) * kPageSize).c_str());
   std::printf("persistence     copy %s, flush %s, domain %s\n", medium::ToString(pc.copy), medium::ToString(pc.flush),
               medium::ToString(pc.domain));
+  // What a program under the shim or on the C API gets here (the CLI
+  // itself runs no application code and uses no key).
+  std::printf("protection keys %s for the shim and the C API\n",
+              medium::protection::Describe(medium::protection::Probe()));
   std::printf("state           %s, opened %" PRIu64 " times, %" PRIu64 " recoveries\n",
               m->recovered() ? "recovered at this open" : "clean", pool.state()->open_count, pool.state()->recoveries);
   std::printf("partitions      availability level %s\n",

@@ -11,6 +11,7 @@
 #include "fs/fs_internal.h"
 #include "map/mapper.h"
 #include "medium/persist.h"
+#include "medium/protection.h"
 #include "space/partitions.h"
 #include "vm/vm.h"
 
@@ -335,7 +336,10 @@ Status FileSystem::Stat(std::string_view path, struct stat* st, bool follow, uin
 
 Result<char*> FileSystem::Map(OpenFile& f, uint64_t* cap) {
   if (f.is_dir) return Status::Error(EISDIR, "is a directory");
-  if (data_->block_mapped()) return MapBlocks(f, cap);
+  // Under protection keys the region is write-protected outside mapfs
+  // calls: the application gets a view of its own (key 0), as for a
+  // block-mapped file, which stays the file's until it dies.
+  if (data_->block_mapped() || medium::protection::Key() >= 0) return MapBlocks(f, cap);
   InodeLock l(locks_.get(), f.ino, true);
   mount_->vm().Sync();
   Inode* in = Ino(f.ino);

@@ -26,6 +26,7 @@
 #include "common/units.h"
 #include "medium/persist.h"
 #include "medium/pool_access.h"
+#include "medium/protection.h"
 
 #ifndef MAP_SYNC
 #define MAP_SYNC 0x80000
@@ -447,6 +448,8 @@ Status Pool::OpenImpl(const std::string& path) {
   map_flags_ = flags;
   base_ = static_cast<char*>(m);
   mapped_ = h.pool_size;
+  // Writable only inside mapfs calls where the front asked for keys.
+  MAPFS_RETURN_IF_ERROR(protection::Tag(base_, mapped_, PROT_READ | PROT_WRITE));
   fs_kind_ = fi->is_device ? "devdax" : fi->tmpfs ? "tmpfs" : "file";
   // Whether huge pages are available takes reading /proc/self/mounts (a
   // large share of a mount's time): only pools of 2 MiB pages need to know
@@ -552,6 +555,11 @@ Status Pool::MapShared() {
   ::close(sfd);
   if (m == MAP_FAILED) return Status::FromErrno("mmap " + shm_name_);
   shared_ = static_cast<SharedState*>(m);
+  if (Status st = protection::Tag(m, sizeof(SharedState), PROT_READ | PROT_WRITE); !st.ok()) {
+    ::munmap(m, sizeof(SharedState));
+    shared_ = nullptr;
+    return st;
+  }
   if (exclusive_) {
     // Alone: the segment was just truncated to zero; build it.
     shared_->magic = kSharedMagic;

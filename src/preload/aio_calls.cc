@@ -80,7 +80,14 @@ void Notify(const sigevent& ev) {
       }
       pthread_attr_setdetachstate(attr, PTHREAD_CREATE_DETACHED);
       pthread_t t;
-      if (pthread_create(&t, attr, RunNote, n) != 0) delete n;
+      // The new thread runs the program's function and inherits this
+      // thread's PKRU: create it with the pool's rights closed.
+      int err;
+      {
+        medium::protection::Outside closed;
+        err = pthread_create(&t, attr, RunNote, n);
+      }
+      if (err != 0) delete n;
       if (attr == &own) pthread_attr_destroy(&own);
       break;
     }

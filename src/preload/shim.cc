@@ -283,6 +283,14 @@ Shim& Shim::Get() {
     auto* p = new Shim();  // never destroyed: wrappers may run during exit
     g_shim = p;
     if (p->enabled_) {
+      // The protection key, before anything maps the pool (the mount is
+      // lazy, Adopt may mount now): every later CoreScope opens it.
+      // (In a CoreScope: its log line must not come back through the
+      // wrappers into this initialisation.)
+      {
+        CoreScope cs;
+        (void)medium::protection::Enable();
+      }
       ::pthread_atfork(AtforkPrepare, AtforkParent, AtforkChild);
       p->Adopt();
     }
@@ -347,6 +355,7 @@ fs::FileSystem* Shim::Fs() {
 }
 
 void Shim::Shutdown() {
+  medium::protection::Inside rights;  // the pool's rights: not always inside a CoreScope
   if (!enabled_ || !fs_ || down_.exchange(true)) return;
   ::fflush(nullptr);  // cookie streams write through the file system
   std::vector<DescRef> all;
@@ -593,6 +602,7 @@ std::vector<DescRef> Shim::TakeAllLocked() {
 }
 
 void Shim::SyncAll() {
+  medium::protection::Inside rights;  // the pool's rights: not always inside a CoreScope
   std::vector<DescRef> all;
   {
     std::shared_lock<std::shared_mutex> g(mu_);
@@ -623,6 +633,7 @@ bool Shim::HoldsNothing() {
 }
 
 void Shim::MarkIdleExit(bool on) {
+  medium::protection::Inside rights;  // the pool's rights: not always inside a CoreScope
   if (!enabled_ || !fs_ || down_.load()) return;
   fs_->mount().pool().MarkIdleExit(on);
 }
@@ -647,6 +658,7 @@ bool SingleThreaded() {
 }  // namespace
 
 Shim::ExecMark Shim::MarkExec() {
+  medium::protection::Inside rights;  // the pool's rights: not always inside a CoreScope
   ExecMark m;
   if (!enabled_ || !fs_ || down_.load() || !SingleThreaded()) return m;
   // Each description this image holds, once: `kept` ones have a descriptor
@@ -709,6 +721,7 @@ Shim::ExecMark Shim::MarkExec() {
 }
 
 void Shim::EndAtExit() {
+  medium::protection::Inside rights;  // the pool's rights: not always inside a CoreScope
   if (!enabled_ || !fs_ || down_.load()) return;
   if (SingleThreaded()) {
     // A signal handler may have interrupted this thread inside a wrapper
@@ -726,6 +739,7 @@ void Shim::EndAtExit() {
 }
 
 void Shim::UnmarkExec(ExecMark& m) {
+  medium::protection::Inside rights;  // the pool's rights: not always inside a CoreScope
   if (m.drop_fd >= 0) CloseInternal(m.drop_fd);
   m.drop_fd = -1;
   if (m.kind == 1) MarkIdleExit(false);
@@ -734,6 +748,7 @@ void Shim::UnmarkExec(ExecMark& m) {
 }
 
 int64_t Shim::AdoptDrops(int fd, bool counted) {
+  medium::protection::Inside rights;  // the pool's rights: not always inside a CoreScope
   struct {
     char magic[8];
     uint32_t pool_len, count;
@@ -767,6 +782,7 @@ int64_t Shim::AdoptDrops(int fd, bool counted) {
 // ---------------------------------------------------------------- handoff
 
 void Shim::Handoff() {
+  medium::protection::Inside rights;  // the pool's rights: not always inside a CoreScope
   std::unique_lock<std::shared_mutex> g(mu_);
   HandoffLocked(false);
 }
@@ -776,12 +792,14 @@ void Shim::Handoff() {
 // thread id, which the child does not share), and shared is enough to keep
 // the table unchanged. fork_mu_ keeps two forking threads apart.
 void Shim::ForkPrepare() {
+  medium::protection::Inside rights;  // the pool's rights: not always inside a CoreScope
   fork_mu_.lock();
   mu_.lock_shared();
   HandoffLocked(true);
 }
 
 void Shim::ForkDone() {
+  medium::protection::Inside rights;  // the pool's rights: not always inside a CoreScope
   for (const DescRef& d : fork_held_) d->pos_mu.unlock();
   fork_held_.clear();  // the table still holds every one of them
   mu_.unlock_shared();
@@ -858,6 +876,7 @@ void Shim::HandoffLocked(bool keep_pos) {
 }
 
 void Shim::HandoffCwd() {
+  medium::protection::Inside rights;  // the pool's rights: not always inside a CoreScope
   std::string path;
   if (cwd_mapfs_.load()) {
     std::lock_guard<std::mutex> g(cwd_mu_);
@@ -887,6 +906,7 @@ void Shim::HandoffCwd() {
 }
 
 void Shim::AfterForkChild() {
+  medium::protection::Inside rights;  // the pool's rights: not always inside a CoreScope
   if (!fs_) return;
   CoreScope cs;
   (void)fs_->AfterFork();
@@ -915,6 +935,7 @@ void Shim::AfterForkChild() {
 }
 
 void Shim::Adopt() {
+  medium::protection::Inside rights;  // the pool's rights: not always inside a CoreScope
   CoreScope cs;
   // Started by posix_spawn/system/popen: the inherited open counts are the
   // parent's, so this image adds its own (see proc_calls.cc).
@@ -994,6 +1015,7 @@ void Shim::Adopt() {
 // ---------------------------------------------------------------- cwd
 
 void Shim::AdoptCwd(int fd) {
+  medium::protection::Inside rights;  // the pool's rights: not always inside a CoreScope
   char hdr[16];
   std::string path;
   if (REAL(pread)(fd, hdr, sizeof hdr, 0) == sizeof hdr && std::memcmp(hdr, kCwdMagic, 8) == 0) {
@@ -1053,6 +1075,7 @@ void EnterRemovedDirectory() {
 }  // namespace
 
 int Shim::Chdir(uint64_t ino, std::string mapfs_path) {
+  medium::protection::Inside rights;  // the pool's rights: not always inside a CoreScope
   {
     std::lock_guard<std::mutex> g(cwd_mu_);
     cwd_ino_ = ino;
@@ -1075,6 +1098,7 @@ int Shim::Chdir(uint64_t ino, std::string mapfs_path) {
 }
 
 void Shim::AdoptCwdFromEnv() {
+  medium::protection::Inside rights;  // the pool's rights: not always inside a CoreScope
   const char* v = std::getenv("MAPFS_CWD");
   if (v == nullptr || cwd_mapfs_.load()) return;
   unsigned long long dev = 0, ino = 0;
@@ -1090,6 +1114,7 @@ void Shim::AdoptCwdFromEnv() {
 }
 
 void Shim::LeaveMapfsCwd() {
+  medium::protection::Inside rights;  // the pool's rights: not always inside a CoreScope
   cwd_mapfs_.store(false, std::memory_order_release);
   ClearCwdEnv();
 }

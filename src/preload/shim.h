@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "fs/file_system.h"
+#include "medium/protection.h"
 
 namespace mapfs::preload {
 
@@ -226,13 +227,18 @@ class Shim {
 };
 
 // Reentrancy guard: while the core runs (it calls open, mmap, ... itself),
-// every wrapper goes straight to the C library.
+// every wrapper goes straight to the C library. It is also the shim's entry
+// into mapfs for the protection keys (medium/protection.h): the pool is
+// writable while one is held.
 extern thread_local int in_core __attribute__((tls_model("initial-exec")));
 struct CoreScope {
   CoreScope() { in_core++; }
   ~CoreScope() { in_core--; }
   CoreScope(const CoreScope&) = delete;
   CoreScope& operator=(const CoreScope&) = delete;
+
+ private:
+  medium::protection::Inside rights_;
 };
 
 // Lexically normalises an absolute path ("//", ".", ".."), keeping a trailing slash.

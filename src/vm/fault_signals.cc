@@ -28,6 +28,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "medium/protection.h"
 #include "vm/fault.h"
 
 namespace mapfs::vm {
@@ -285,9 +286,17 @@ void OnFault(int sig, siginfo_t* info, void* uctx) {
   int saved_errno = errno;
   // mapfs's faults: a kernel-raised SIGSEGV (si_addr is only meaningful
   // then) on a region page the Vm can map.
-  if (sig == SIGSEGV && info != nullptr && info->si_code > 0 && ServeRegionFault(info->si_addr)) {
-    errno = saved_errno;
-    return;
+  // A protection-key fault is never one: the page is mapped, and the
+  // application stored to memory of mapfs's outside a call.
+  if (sig == SIGSEGV && info != nullptr && info->si_code > 0 && info->si_code != SEGV_PKUERR) {
+    // The kernel enters a handler with the key closed (its initial PKRU);
+    // serving the fault writes the pool's shared state. The program's
+    // handler below runs with the rights closed again.
+    medium::protection::Inside in;
+    if (ServeRegionFault(info->si_addr)) {
+      errno = saved_errno;
+      return;
+    }
   }
   errno = saved_errno;  // the program's handler sees the interrupted code's errno
   int slot = Slot(sig);

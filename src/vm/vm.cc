@@ -12,6 +12,7 @@
 #include "common/units.h"
 #include "medium/persist.h"
 #include "medium/pool.h"
+#include "medium/protection.h"
 #include "vm/fault.h"
 #include "vm/ppt_format.h"
 #include "vm/shared_vm.h"
@@ -241,9 +242,13 @@ bool Vm::MapChunk(uint64_t chunk) {
   }
   const int prot = PROT_READ | PROT_WRITE;
   const int flags = pool_->map_flags() | MAP_FIXED;
+  // Each run of pool pages is tagged with the protection key (a mapping
+  // made by mmap has key 0). A run left untagged (pkey_mprotect can fail
+  // only for want of kernel memory) works, unprotected.
   if (ppt::IsLeaf(e)) {
     if (::mmap(base_ + voff, kChunkSize, prot, flags, pool_->fd(), static_cast<off_t>(ppt::Target(e))) != MAP_FAILED) {
       runs = 1;
+      (void)medium::protection::Tag(base_ + voff, kChunkSize, prot);
       // A whole aligned chunk can be one huge page where the pool's file
       // system offers them (tmpfs huge=advise needs the hint).
       if (pool_->header().page_shift == 21 && pool_->huge_pages()) ::madvise(base_ + voff, kChunkSize, MADV_HUGEPAGE);
@@ -263,8 +268,10 @@ bool Vm::MapChunk(uint64_t chunk) {
       int j = i + 1;
       while (j < ppt::kEntries && Load64(&t[j]) == ppt::Leaf(ppt::Target(v) + uint64_t(j - i) * kPageSize)) j++;
       if (::mmap(base_ + voff + uint64_t(i) * kPageSize, uint64_t(j - i) * kPageSize, prot, flags, pool_->fd(),
-                 static_cast<off_t>(ppt::Target(v))) != MAP_FAILED)
+                 static_cast<off_t>(ppt::Target(v))) != MAP_FAILED) {
         runs++;
+        (void)medium::protection::Tag(base_ + voff + uint64_t(i) * kPageSize, uint64_t(j - i) * kPageSize, prot);
+      }
       i = j;
     }
   }
@@ -336,11 +343,13 @@ void Vm::RemapLocal(uint64_t voff, uint64_t len) {
         q += kPageSize;
       }
       void* r;
-      if (t.ok())
+      if (t.ok()) {
         r = ::mmap(base_ + p, q - p, PROT_READ | PROT_WRITE, pool_->map_flags() | MAP_FIXED, pool_->fd(),
                    static_cast<off_t>(*t));
-      else
+        if (r != MAP_FAILED) (void)medium::protection::Tag(r, q - p, PROT_READ | PROT_WRITE);
+      } else {
         r = ::mmap(base_ + p, q - p, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+      }
       failed = r == MAP_FAILED;
       added += 2;  // a run remapped inside another splits it in up to three
       p = q;
