@@ -60,6 +60,7 @@ class SplitFile final : public OverlayFile {
   Result<uint64_t> Size() override;
   Status Truncate(uint64_t size) override;
   Status Sync() override;
+  Status Flush() override;
   Result<void*> Map(void* addr, size_t len, int prot, int flags, uint64_t off) override;
   Status Close() override;
   int fd() const override { return fd_; }

@@ -38,6 +38,9 @@ SplitEngine::~SplitEngine() {
     if (st->rfd >= 0) close(st->rfd);
     if (st->wfd >= 0 && st->wfd != st->rfd) close(st->wfd);
   }
+  // Nothing pending once every file is closed: the log goes (a crash
+  // leaves it to the next OpenOverlay's recovery instead).
+  if (files_.empty() && dir_fd_ >= 0 && !log_.tag().empty()) unlinkat(dir_fd_, ("log-" + log_.tag()).c_str(), 0);
   if (dir_fd_ >= 0) close(dir_fd_);
   if (root_fd_ >= 0) close(root_fd_);
 }
@@ -83,9 +86,15 @@ Status SplitEngine::Recover() {
   }
   closedir(d);
   std::set<std::string> dead;
+  std::vector<int> held;  // dead logs stay locked until their files are gone
   for (const std::string& n : logs) {
-    auto r = RecoverLogFile(n);
-    if (!r.ok()) return r.status();
+    int fd = -1;
+    auto r = RecoverLogFile(n, &fd);
+    if (fd >= 0) held.push_back(fd);
+    if (!r.ok()) {
+      for (int h : held) close(h);
+      return r.status();
+    }
     if (*r) dead.insert(n.substr(4));
   }
   // A dead log's staging files and links go with it.
@@ -94,19 +103,23 @@ Status SplitEngine::Recover() {
     if (last != std::string::npos && dead.count(n.substr(2, last - 2))) unlinkat(dir_fd_, n.c_str(), 0);
   }
   for (const std::string& t : dead) unlinkat(dir_fd_, ("log-" + t).c_str(), 0);
+  for (int h : held) close(h);
   return Status::Ok();
 }
 
-Result<bool> SplitEngine::RecoverLogFile(const std::string& name) {
+Result<bool> SplitEngine::RecoverLogFile(const std::string& name, int* held) {
   int fd = openat(dir_fd_, name.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) return false;
-  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {  // its process is alive
+  struct stat lst{};
+  // Locked: its process is alive. Unlinked: another process recovered it
+  // between our readdir and our lock.
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0 || fstat(fd, &lst) != 0 || lst.st_nlink == 0) {
     close(fd);
     return false;
   }
+  *held = fd;
   std::vector<char> buf(kLogBytes);
   ssize_t got = pread(fd, buf.data(), buf.size(), 0);
-  close(fd);  // unlocked again: the log's name is removed by the caller, nothing reads it again
   recovery_.logs++;
   if (got <= 0) return true;
   std::string tag = name.substr(4);

@@ -79,7 +79,9 @@ class SplitEngine final : public Engine {
   SplitEngine() = default;
   Status Recover();
   // Recovers one log if its owner is gone; true if it was a dead one.
-  Result<bool> RecoverLogFile(const std::string& name);
+  // *held: the log's descriptor, locked, when it was a dead one (the caller
+  // closes it after removing its files).
+  Result<bool> RecoverLogFile(const std::string& name, int* held);
 
   Options opt_;
   int root_fd_ = -1, dir_fd_ = -1;

@@ -281,6 +281,11 @@ Status SplitFile::Sync() {
   return Status::Ok();
 }
 
+Status SplitFile::Flush() {
+  std::lock_guard<std::mutex> g(st_->mu);
+  return RelinkLocked(engine_->mode() != Mode::kPosix);
+}
+
 Result<void*> SplitFile::Map(void* addr, size_t len, int prot, int flags, uint64_t off) {
   {
     std::lock_guard<std::mutex> g(st_->mu);
