@@ -12,6 +12,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
@@ -80,7 +81,9 @@ void AtforkChild() {
   }
   g_ov_count.store(0);
   g_engine = nullptr;  // leaked on purpose, like the entries
-  g_mu.unlock();
+  // A fresh lock, not an unlock: glibc's rwlock takes a write unlock by a
+  // thread id other than the locker's (the child's) for a read unlock.
+  new (&g_mu) std::shared_mutex();
   g_eng_mu.unlock();
 }
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
@@ -38,6 +39,7 @@ constexpr size_t kSlotBytes = 8192;
 struct Acks {
   std::atomic<uint64_t> records;          // records 1..records are acknowledged
   std::atomic<uint64_t> slot[kSlots];     // version of each slot acknowledged
+  std::atomic<uint64_t> writes;           // records appended (acknowledged or not)
 };
 
 void Fill(char* p, size_t n, uint64_t seed) {
@@ -66,6 +68,7 @@ void Fill(char* p, size_t n, uint64_t seed) {
     h.crc = Crc32c(buf.data() + sizeof h, len);
     std::memcpy(buf.data(), &h, sizeof h);
     if (!(*rec)->Append(buf.data(), sizeof h + len).ok()) _exit(4);
+    acks->writes.store(seq);
     if (mode != Mode::kPosix) acks->records.store(seq);
     if (seq % 7 == 0 && !(*rec)->Sync().ok()) _exit(5);
     if (seq % 7 == 0) acks->records.store(seq);
@@ -100,6 +103,7 @@ TEST_P(CrashTest, KilledWriterLosesNoAcknowledgedByteAndStrictTearsNothing) {
   ASSERT_NE(acks, MAP_FAILED);
   std::mt19937 g(static_cast<uint32_t>(std::hash<std::string>()(std::get<0>(GetParam())) + static_cast<int>(mode)));
   int redone_total = 0;
+  uint64_t writes_total = 0, acked_total = 0;
   for (int round = 0; round < 12; round++) {
     test::ScratchDir dir(parent);
     ASSERT_FALSE(dir.path().empty());
@@ -113,12 +117,18 @@ TEST_P(CrashTest, KilledWriterLosesNoAcknowledgedByteAndStrictTearsNothing) {
     pid_t pid = fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) Writer(dir.path(), mode, acks, g());
-    // Random points: let it run a while, then kill it wherever it is.
-    usleep(2000 + g() % 60000);
+    // Random points: once it writes (opening the overlay may take a while:
+    // recovery, the relink probe), let it run a while, then kill it
+    // wherever it is.
+    int st = 0;
+    while (acks->writes.load() == 0 && waitpid(pid, &st, WNOHANG) == 0) usleep(1000);
+    usleep(g() % 80000);
     kill(pid, SIGKILL);
     int status = 0;
     waitpid(pid, &status, 0);
     ASSERT_TRUE(WIFSIGNALED(status)) << "writer failed with exit " << WEXITSTATUS(status);
+    writes_total += acks->writes.load();
+    acked_total += acks->records.load();
 
     Options o;
     o.dir = dir.path();
@@ -175,6 +185,10 @@ TEST_P(CrashTest, KilledWriterLosesNoAcknowledgedByteAndStrictTearsNothing) {
   }
   munmap(acks, sizeof(Acks));
   RecordProperty("relinks_finished_by_recovery", redone_total);
+  RecordProperty("records_written", static_cast<int>(writes_total));
+  std::printf("%s: %llu records written, %llu acknowledged, %d relinks finished by recovery\n",
+              std::get<0>(GetParam()).c_str(), static_cast<unsigned long long>(writes_total),
+              static_cast<unsigned long long>(acked_total), redone_total);
 }
 
 std::string CaseName(const ::testing::TestParamInfo<std::tuple<std::string, Mode>>& info) {
