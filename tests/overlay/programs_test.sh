@@ -127,5 +127,16 @@ for p in "${parents[@]}"; do
     run_fsx "${p%%:*}" "${p##*:}" "$mode"
   done
 done
+# The pool shim and the overlay in one process: files cross between them.
+both=$shm/both; mkdir -p "$both"
+"$mapfs" mkfs "$shm/p.pool" --size 64M >/dev/null
+if "$mapfs" run --pool "$shm/p.pool" --mount /mapfs --overlay "$both" -- bash -c "
+    set -e; cp '$work/fix/rand' '$both/x'; cp '$both/x' /mapfs/y; cat /mapfs/y >>'$both/x'; cp '$both/x' /mapfs/z
+    cmp /mapfs/z '$both/x'; [ \$(stat -c %s /mapfs/z) = 6000000 ]" &&
+   cmp <(cat "$work/fix/rand" "$work/fix/rand") "$both/x" && "$mapfs" fsck "$shm/p.pool" >/dev/null; then
+  echo "ok: pool and overlay in one process"
+else
+  echo "FAIL: pool and overlay in one process" >&2; fails=$((fails + 1))
+fi
 [ "$fails" = 0 ] || { echo "FAIL: $fails overlay program cases" >&2; exit 1; }
 echo "all overlay program cases passed"

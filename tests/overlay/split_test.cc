@@ -7,9 +7,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "overlay/engine.h"
@@ -244,6 +246,47 @@ TEST_P(SplitTest, HiddenDirectoryIsPrivateAndLeftEmptyAfterClose) {
   Reopen();
   EXPECT_EQ(split().recovery().redone, 0);
   EXPECT_EQ(split().recovery().lost, 0);
+}
+
+TEST_P(SplitTest, ThreadsAppendingThroughTwoDescriptorsInterleaveWholeRecords) {
+  auto a = Open("mt", O_RDWR | O_CREAT | O_APPEND);
+  auto b = Open("mt", O_RDWR | O_APPEND);
+  ASSERT_TRUE(a && b);
+  constexpr int kThreads = 4, kRecords = 150;
+  constexpr size_t kRec = 1000;
+  std::vector<std::thread> ts;
+  std::atomic<bool> bad{false};
+  for (int t = 0; t < kThreads; t++) {
+    ts.emplace_back([&, t] {
+      std::vector<char> rec(kRec, static_cast<char>('a' + t));
+      OverlayFile* f = (t % 2 ? b : a).get();
+      for (int i = 0; i < kRecords; i++)
+        if (!f->Append(rec.data(), rec.size()).ok()) bad = true;
+    });
+  }
+  ts.emplace_back([&] {  // a reader meanwhile: whatever it sees is whole records
+    std::vector<char> buf(kRec);
+    for (int i = 0; i < 300; i++) {
+      uint64_t size = *a->Size();
+      if (size % kRec != 0) bad = true;
+      if (size >= kRec && *b->Pread(buf.data(), kRec, size - kRec) == kRec)
+        for (char c : buf) bad = bad || c != buf[0];
+    }
+  });
+  for (auto& t : ts) t.join();
+  EXPECT_FALSE(bad);
+  ASSERT_TRUE(a->Close().ok());
+  ASSERT_TRUE(b->Close().ok());
+  auto k = KernelRead(Path("mt"));
+  ASSERT_EQ(k.size(), kThreads * kRecords * kRec);
+  std::vector<int> count(kThreads, 0);
+  for (size_t r = 0; r < k.size(); r += kRec) {
+    int t = k[r] - 'a';
+    ASSERT_TRUE(t >= 0 && t < kThreads);
+    for (size_t i = 0; i < kRec; i++) ASSERT_EQ(k[r + i], k[r]) << "a torn record at " << r;
+    count[static_cast<size_t>(t)]++;
+  }
+  for (int c : count) EXPECT_EQ(c, kRecords);
 }
 
 std::string CaseName(const ::testing::TestParamInfo<std::tuple<std::string, Mode>>& info) {
