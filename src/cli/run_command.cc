@@ -1,6 +1,9 @@
-// `mapfs run [--pool POOL] [--mount PREFIX] [--mode M] -- COMMAND ARGS...`:
-// runs COMMAND with the LD_PRELOAD shim, so paths under PREFIX are files of
-// POOL. Children inherit the environment, hence the shim too.
+// `mapfs run [--pool POOL] [--mount PREFIX] [--overlay DIR [--engine E]]
+// [--mode M] -- COMMAND ARGS...`: runs COMMAND with the LD_PRELOAD shim, so
+// paths under PREFIX are files of POOL, and files under DIR (a directory of
+// a kernel file system) get the overlay engine's data path (src/overlay).
+// With --overlay alone no pool is used. Children inherit the environment,
+// hence the shim too.
 #include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -67,8 +70,8 @@ std::string BadPrefix(const std::string& p) {
 
 int Run(const std::vector<std::string>& args) {
   std::string pool = std::getenv("MAPFS_POOL") ? std::getenv("MAPFS_POOL") : "";
-  std::string mount, mode;
-  bool mount_given = false;
+  std::string mount, mode, overlay, engine = "split";
+  bool mount_given = false, pool_given = !pool.empty();
   size_t i = 0;
   for (; i < args.size(); i++) {
     const std::string& a = args[i];
@@ -76,13 +79,15 @@ int Run(const std::vector<std::string>& args) {
       i++;
       break;
     }
-    if (a == "--pool" || a == "--mount" || a == "--mode") {
+    if (a == "--pool" || a == "--mount" || a == "--mode" || a == "--overlay" || a == "--engine") {
       if (i + 1 >= args.size() || args[i + 1] == "--") {
         std::fprintf(stderr, "mapfs run: %s needs a value\n", a.c_str());
         return 2;
       }
-      (a == "--pool" ? pool : a == "--mount" ? mount : mode) = args[++i];
+      (a == "--pool" ? pool : a == "--mount" ? mount : a == "--mode" ? mode : a == "--overlay" ? overlay : engine) =
+          args[++i];
       mount_given |= a == "--mount";
+      pool_given |= a == "--pool";
     } else if (a.rfind("--", 0) == 0) {
       std::fprintf(stderr, "mapfs run: unknown option %s\n", a.c_str());
       return 2;
@@ -91,14 +96,42 @@ int Run(const std::vector<std::string>& args) {
     }
   }
   if (i >= args.size()) {
-    std::fprintf(stderr, "usage: mapfs run [--pool POOL] [--mount PREFIX] [--mode posix|sync|strict] -- COMMAND ARGS...\n");
+    std::fprintf(stderr,
+                 "usage: mapfs run [--pool POOL] [--mount PREFIX] [--overlay DIR [--engine split|virtual]]\n"
+                 "                 [--mode posix|sync|strict] -- COMMAND ARGS...\n");
     return 2;
   }
-  if (pool.empty()) pool = "/dev/shm/mapfs.pool";
   if (!mode.empty() && mode != "posix" && mode != "sync" && mode != "strict") {
     std::fprintf(stderr, "mapfs run: --mode must be posix, sync or strict\n");
     return 2;
   }
+  if (engine != "split" && engine != "virtual") {
+    std::fprintf(stderr, "mapfs run: --engine must be split or virtual\n");
+    return 2;
+  }
+  if (!overlay.empty()) {
+    if (engine == "virtual") {
+      std::fprintf(stderr, "mapfs run: --engine virtual: not built yet (issue 15); use --engine split\n");
+      return 2;
+    }
+    char real[PATH_MAX];
+    struct stat ost;
+    if (::realpath(overlay.c_str(), real) == nullptr || ::stat(real, &ost) != 0 || !S_ISDIR(ost.st_mode)) {
+      std::fprintf(stderr, "mapfs run: --overlay %s: %s\n", overlay.c_str(),
+                   errno ? std::strerror(errno) : "not a directory");
+      return 2;
+    }
+    if (std::string(real) == "/") {
+      std::fprintf(stderr, "mapfs run: --overlay cannot be / (every file would be the overlay's)\n");
+      return 2;
+    }
+    ::setenv("MAPFS_OVERLAY", real, 1);
+    ::setenv("MAPFS_OVERLAY_ENGINE", engine.c_str(), 1);
+    if (!mode.empty()) ::setenv("MAPFS_OVERLAY_MODE", mode.c_str(), 1);
+  }
+  // With --overlay alone, no pool: only the overlay is routed.
+  bool use_pool = overlay.empty() || pool_given;
+  if (pool.empty()) pool = "/dev/shm/mapfs.pool";
   // The prefix the shim will use: --mount, else an inherited MAPFS_MOUNT,
   // else /mapfs. A bad one would route nothing (or everything): refused.
   const char* env_mount = std::getenv("MAPFS_MOUNT");
@@ -111,13 +144,13 @@ int Run(const std::vector<std::string>& args) {
     }
   }
   struct stat st;
-  if (::stat(pool.c_str(), &st) != 0) {
+  if (use_pool && ::stat(pool.c_str(), &st) != 0) {
     std::fprintf(stderr, "mapfs run: %s: %s (format one with 'mapfs mkfs')\n", pool.c_str(), std::strerror(errno));
     return 1;
   }
   // Said once, here: the shim inside the program could only fail each
   // call on the prefix.
-  if (Status ps = medium::Pool::Probe(pool); !ps.ok()) {
+  if (Status ps = use_pool ? medium::Pool::Probe(pool) : Status::Ok(); !ps.ok()) {
     std::fprintf(stderr, "mapfs run: %s\n", ps.message().c_str());
     return 1;
   }
@@ -126,7 +159,7 @@ int Run(const std::vector<std::string>& args) {
     std::fprintf(stderr, "mapfs run: libmapfs-preload.so not found next to this program (set MAPFS_PRELOAD_LIB)\n");
     return 1;
   }
-  ::setenv("MAPFS_POOL", Absolute(pool).c_str(), 1);
+  if (use_pool) ::setenv("MAPFS_POOL", Absolute(pool).c_str(), 1);
   if (!mount.empty()) ::setenv("MAPFS_MOUNT", mount.c_str(), 1);
   if (!mode.empty()) ::setenv("MAPFS_MODE", mode.c_str(), 1);
   std::string pre = shim;

@@ -66,6 +66,12 @@ class OverlayFile {
   // fsync/fdatasync: everything written is durable and the kernel's view of
   // the file is its content.
   virtual Status Sync() = 0;
+  // Makes the kernel's view of the file its content (split: staged appends
+  // relinked) without the cost of durability: the shim calls it before a
+  // fork, exec or spawn hands the descriptor to a process that reaches the
+  // file through the kernel. Engines whose kernel view is never the content
+  // (virtual) override it with nothing to do.
+  virtual Status Flush() { return Sync(); }
   // Maps [off, off+len) of the content as mmap(2) would (flags MAP_SHARED or
   // MAP_PRIVATE, prot as given; addr a hint or MAP_FIXED address). Engines
   // that cannot map a file return ENODEV.

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "preload/calls.h"
+#include "preload/overlay_fds.h"
 
 namespace mapfs::preload {
 namespace {
@@ -104,7 +105,8 @@ namespace fs = mapfs::fs;
 using mapfs::Status;
 
 MAPFS_EXPORT ssize_t copy_file_range(int in, off64_t* in_off, int out, off64_t* out_off, size_t len, unsigned flags) {
-  bool a = static_cast<bool>(MapfsFd(in)), b = static_cast<bool>(MapfsFd(out));
+  // Overlay files too: the kernel would miss staged bytes and the engine's size.
+  bool a = MapfsFd(in) || OverlayFd(in), b = MapfsFd(out) || OverlayFd(out);
   if (!a && !b) return REAL(copy_file_range)(in, in_off, out, out_off, len, flags);
   if (flags != 0) return FailErrno(EINVAL);
   if ((in_off && *in_off < 0) || (out_off && *out_off < 0)) return FailErrno(EINVAL);
@@ -112,7 +114,8 @@ MAPFS_EXPORT ssize_t copy_file_range(int in, off64_t* in_off, int out, off64_t* 
 }
 
 MAPFS_EXPORT ssize_t sendfile(int out, int in, off_t* off, size_t len) {
-  bool a = static_cast<bool>(MapfsFd(in)), b = static_cast<bool>(MapfsFd(out));
+  // Overlay files too: the kernel would miss staged bytes and the engine's size.
+  bool a = MapfsFd(in) || OverlayFd(in), b = MapfsFd(out) || OverlayFd(out);
   if (!a && !b) return REAL(sendfile)(out, in, off, len);
   if (off && *off < 0) return FailErrno(EINVAL);
   return CopyLoop(in, reinterpret_cast<int64_t*>(off), out, nullptr, len);

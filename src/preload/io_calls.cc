@@ -15,6 +15,7 @@
 #include "preload/calls.h"
 #include "preload/outside.h"
 #include "preload/locks.h"
+#include "preload/overlay_fds.h"
 
 namespace mapfs::preload {
 
@@ -52,7 +53,7 @@ int OpenAny(int dirfd, const char* path, int flags, mode_t mode, int (*real)(int
   return FollowOut(dirfd, path, OpenFollows(flags), [&](int d, const char* p) {
     Route r = MapfsPath(d, p);
     if (r.mapfs) return OpenMapfs(r, flags, mode);
-    return real(d, r.Kernel(p), flags, mode);
+    return OverlayAfterOpen(real(d, r.Kernel(p), flags, mode), d, r.Kernel(p), flags);
   });
 }
 
@@ -155,15 +156,20 @@ int Dup3(int oldfd, int newfd, int flags, bool is_dup2) {
   if (!d) {
     if (in_core) return is_dup2 ? REAL(dup2)(oldfd, newfd) : REAL(dup3)(oldfd, newfd, flags);
     DescRef old = s.IsMapfs(newfd) && oldfd != newfd ? s.Lookup(newfd) : nullptr;
+    OvRef ov = OverlayFd(oldfd);
     int r = is_dup2 ? REAL(dup2)(oldfd, newfd) : REAL(dup3)(oldfd, newfd, flags);
     if (r >= 0 && old) {
       s.Remove(newfd);
       ReleaseProcessLocks(old->file->ino);
     }
+    // newfd now names oldfd's description: an overlay one, or not one any more.
+    if (r >= 0 && oldfd != newfd && ov) OvInstall(newfd, std::move(ov));
+    else if (r >= 0 && oldfd != newfd && g_ov_count.load() > 0) OvForget(newfd);
     return r;
   }
   if (oldfd == newfd) return is_dup2 ? newfd : FailErrno(EINVAL);
   if (flags & ~O_CLOEXEC) return FailErrno(EINVAL);
+  if (g_ov_count.load() > 0) OvForget(newfd);
   return s.InstallAt(std::move(d), newfd, flags & O_CLOEXEC);
 }
 
@@ -191,7 +197,7 @@ MAPFS_EXPORT int open(const char* path, int flags, ...) {
   return FollowOut(AT_FDCWD, path, OpenFollows(flags), [&](int, const char* p) {
     Route r = MapfsPath(AT_FDCWD, p);
     if (r.mapfs) return OpenMapfs(r, flags, mode);
-    return REAL(open)(r.Kernel(p), flags, mode);
+    return OverlayAfterOpen(REAL(open)(r.Kernel(p), flags, mode), AT_FDCWD, r.Kernel(p), flags);
   });
 }
 MAPFS_EXPORT int open64(const char* path, int flags, ...) {
@@ -200,7 +206,7 @@ MAPFS_EXPORT int open64(const char* path, int flags, ...) {
   return FollowOut(AT_FDCWD, path, OpenFollows(flags), [&](int, const char* p) {
     Route r = MapfsPath(AT_FDCWD, p);
     if (r.mapfs) return OpenMapfs(r, flags, mode);
-    return REAL(open64)(r.Kernel(p), flags, mode);
+    return OverlayAfterOpen(REAL(open64)(r.Kernel(p), flags, mode), AT_FDCWD, r.Kernel(p), flags);
   });
 }
 MAPFS_EXPORT int openat(int dirfd, const char* path, int flags, ...) {
@@ -224,6 +230,8 @@ MAPFS_EXPORT int close(int fd) {
   if (in_core) return CloseInternal(fd);  // the core's own descriptor (or a transient one)
   if (IsInternal(fd)) return FailErrno(EBADF);  // not the program's to close
   if (Shim::Get().IsMapfs(fd)) return CloseMapfs(fd);
+  // An overlay number is forgotten before the kernel frees it for reuse.
+  if (OverlayFd(fd)) OvForget(fd);
   return REAL(close)(fd);
 }
 
@@ -235,7 +243,10 @@ MAPFS_EXPORT int close_range(unsigned lo, unsigned hi, int flags) {
   for (int fd; from <= hi && (fd = NextInternal(from, hi)) >= 0; from = static_cast<unsigned>(fd) + 1)
     if (static_cast<unsigned>(fd) > from && REAL(close_range)(from, static_cast<unsigned>(fd) - 1, flags) != 0) return -1;
   if (from <= hi && REAL(close_range)(from, hi, flags) != 0) return -1;
-  if (!(flags & CLOSE_RANGE_CLOEXEC)) Shim::Get().ForgetRange(lo, hi);
+  if (!(flags & CLOSE_RANGE_CLOEXEC)) {
+    Shim::Get().ForgetRange(lo, hi);
+    if (g_ov_count.load() > 0) OvForgetRange(lo, hi);
+  }
   return 0;
 }
 
@@ -246,6 +257,11 @@ MAPFS_EXPORT void closefrom(int lo) {
 
 MAPFS_EXPORT int dup(int fd) {
   if (DescRef d = MapfsFd(fd)) return Shim::Get().Install(std::move(d), false);
+  if (OvRef o = OverlayFd(fd)) {
+    int r = REAL(dup)(fd);
+    if (r >= 0) OvInstall(r, std::move(o));
+    return r;
+  }
   return REAL(dup)(fd);
 }
 MAPFS_EXPORT int dup2(int oldfd, int newfd) { return Dup3(oldfd, newfd, 0, true); }
@@ -255,15 +271,18 @@ MAPFS_EXPORT int dup3(int oldfd, int newfd, int flags) { return Dup3(oldfd, newf
 
 MAPFS_EXPORT ssize_t read(int fd, void* buf, size_t n) {
   if (DescRef d = MapfsFd(fd)) return ReadAt(*d, fd, buf, n, -1);
+  if (OvRef o = OverlayFd(fd)) return OvRead(*o, fd, buf, n, -1);
   return REAL(read)(fd, buf, n);
 }
 MAPFS_EXPORT ssize_t __read_chk(int fd, void* buf, size_t n, size_t) { return read(fd, buf, n); }
 MAPFS_EXPORT ssize_t write(int fd, const void* buf, size_t n) {
   if (DescRef d = MapfsFd(fd)) return WriteAt(*d, fd, buf, n, -1);
+  if (OvRef o = OverlayFd(fd)) return OvWrite(*o, fd, buf, n, -1);
   return REAL(write)(fd, buf, n);
 }
 MAPFS_EXPORT ssize_t pread(int fd, void* buf, size_t n, off_t off) {
   if (DescRef d = MapfsFd(fd)) return off < 0 ? FailErrno(EINVAL) : ReadAt(*d, fd, buf, n, off);
+  if (OvRef o = OverlayFd(fd)) return off < 0 ? FailErrno(EINVAL) : OvRead(*o, fd, buf, n, off);
   return REAL(pread)(fd, buf, n, off);
 }
 MAPFS_EXPORT ssize_t pread64(int fd, void* buf, size_t n, off_t off) { return pread(fd, buf, n, off); }
@@ -271,30 +290,36 @@ MAPFS_EXPORT ssize_t __pread_chk(int fd, void* buf, size_t n, off_t off, size_t)
 MAPFS_EXPORT ssize_t __pread64_chk(int fd, void* buf, size_t n, off_t off, size_t) { return pread(fd, buf, n, off); }
 MAPFS_EXPORT ssize_t pwrite(int fd, const void* buf, size_t n, off_t off) {
   if (DescRef d = MapfsFd(fd)) return off < 0 ? FailErrno(EINVAL) : WriteAt(*d, fd, buf, n, off);
+  if (OvRef o = OverlayFd(fd)) return off < 0 ? FailErrno(EINVAL) : OvWrite(*o, fd, buf, n, off);
   return REAL(pwrite)(fd, buf, n, off);
 }
 MAPFS_EXPORT ssize_t pwrite64(int fd, const void* buf, size_t n, off_t off) { return pwrite(fd, buf, n, off); }
 
 MAPFS_EXPORT ssize_t readv(int fd, const struct iovec* iov, int cnt) {
   if (DescRef d = MapfsFd(fd)) return ReadV(*d, fd, iov, cnt, -1);
+  if (OvRef o = OverlayFd(fd)) return OvReadV(*o, fd, iov, cnt, -1);
   return REAL(readv)(fd, iov, cnt);
 }
 MAPFS_EXPORT ssize_t writev(int fd, const struct iovec* iov, int cnt) {
   if (DescRef d = MapfsFd(fd)) return WriteV(*d, fd, iov, cnt, -1);
+  if (OvRef o = OverlayFd(fd)) return OvWriteV(*o, fd, iov, cnt, -1);
   return REAL(writev)(fd, iov, cnt);
 }
 MAPFS_EXPORT ssize_t preadv(int fd, const struct iovec* iov, int cnt, off_t off) {
   if (DescRef d = MapfsFd(fd)) return off < 0 ? FailErrno(EINVAL) : ReadV(*d, fd, iov, cnt, off);
+  if (OvRef o = OverlayFd(fd)) return off < 0 ? FailErrno(EINVAL) : OvReadV(*o, fd, iov, cnt, off);
   return REAL(preadv)(fd, iov, cnt, off);
 }
 MAPFS_EXPORT ssize_t preadv64(int fd, const struct iovec* iov, int cnt, off_t off) { return preadv(fd, iov, cnt, off); }
 MAPFS_EXPORT ssize_t pwritev(int fd, const struct iovec* iov, int cnt, off_t off) {
   if (DescRef d = MapfsFd(fd)) return off < 0 ? FailErrno(EINVAL) : WriteV(*d, fd, iov, cnt, off);
+  if (OvRef o = OverlayFd(fd)) return off < 0 ? FailErrno(EINVAL) : OvWriteV(*o, fd, iov, cnt, off);
   return REAL(pwritev)(fd, iov, cnt, off);
 }
 MAPFS_EXPORT ssize_t pwritev64(int fd, const struct iovec* iov, int cnt, off_t off) { return pwritev(fd, iov, cnt, off); }
 MAPFS_EXPORT ssize_t preadv2(int fd, const struct iovec* iov, int cnt, off_t off, int flags) {
   if (DescRef d = MapfsFd(fd)) return ReadV(*d, fd, iov, cnt, off);  // flags are hints
+  if (OvRef o = OverlayFd(fd)) return OvReadV(*o, fd, iov, cnt, off < 0 ? -1 : off);
   return REAL(preadv2)(fd, iov, cnt, off, flags);
 }
 MAPFS_EXPORT ssize_t preadv64v2(int fd, const struct iovec* iov, int cnt, off_t off, int flags) {
@@ -308,6 +333,12 @@ MAPFS_EXPORT ssize_t pwritev2(int fd, const struct iovec* iov, int cnt, off_t of
       CoreScope cs;
       (void)d->fsys->Fsync(*d->file);
     }
+    return r;
+  }
+  if (OvRef o = OverlayFd(fd)) {
+    if (flags & ~(RWF_HIPRI | RWF_DSYNC | RWF_SYNC | RWF_NOWAIT | RWF_APPEND)) return FailErrno(EOPNOTSUPP);
+    ssize_t r = OvWriteV(*o, fd, iov, cnt, (flags & RWF_APPEND) || off < 0 ? -1 : off);
+    if (r >= 0 && (flags & (RWF_DSYNC | RWF_SYNC)) && OvSync(*o) != 0) return -1;
     return r;
   }
   return REAL(pwritev2)(fd, iov, cnt, off, flags);
@@ -327,6 +358,7 @@ MAPFS_EXPORT off_t lseek(int fd, off_t off, int whence) {
     if (pos.kernel()) s.SetOffset(*d, fd, static_cast<int64_t>(*r));
     return static_cast<off_t>(*r);
   }
+  if (OvRef o = OverlayFd(fd)) return OvSeek(*o, fd, off, whence);
   return REAL(lseek)(fd, off, whence);
 }
 MAPFS_EXPORT off64_t lseek64(int fd, off64_t off, int whence) { return lseek(fd, off, whence); }
@@ -339,14 +371,19 @@ MAPFS_EXPORT int fsync(int fd) {
     Status st = d->fsys->Fsync(*d->file);
     return st.ok() ? 0 : Fail(st);
   }
+  if (OvRef o = OverlayFd(fd)) return OvSync(*o);
   return REAL(fsync)(fd);
 }
 MAPFS_EXPORT int fdatasync(int fd) {
-  if (MapfsFd(fd)) return fsync(fd);
+  if (MapfsFd(fd) || OverlayFd(fd)) return fsync(fd);
   return REAL(fdatasync)(fd);
 }
 MAPFS_EXPORT int sync_file_range(int fd, off64_t off, off64_t n, unsigned flags) {
   if (MapfsFd(fd)) {
+    if (off < 0 || n < 0 || (flags & ~7u)) return FailErrno(EINVAL);
+    return fsync(fd);
+  }
+  if (OverlayFd(fd)) {
     if (off < 0 || n < 0 || (flags & ~7u)) return FailErrno(EINVAL);
     return fsync(fd);
   }
@@ -356,10 +393,12 @@ MAPFS_EXPORT int sync_file_range(int fd, off64_t off, off64_t n, unsigned flags)
 // waits for fsync otherwise).
 MAPFS_EXPORT void sync(void) {
   if (!in_core) Shim::Get().SyncAll();
+  OverlaySyncAll();
   REAL(sync)();
 }
 MAPFS_EXPORT int syncfs(int fd) {
   if (MapfsFd(fd)) return fsync(fd);
+  if (OverlayFd(fd)) OverlaySyncAll();
   return REAL(syncfs)(fd);
 }
 
@@ -369,6 +408,7 @@ MAPFS_EXPORT int ftruncate(int fd, off_t size) {
     Status st = d->fsys->Ftruncate(*d->file, size);
     return st.ok() ? 0 : Fail(st);
   }
+  if (OvRef o = OverlayFd(fd)) return OvTruncate(*o, size);
   return REAL(ftruncate)(fd, size);
 }
 MAPFS_EXPORT int ftruncate64(int fd, off64_t size) { return ftruncate(fd, size); }
@@ -379,12 +419,13 @@ MAPFS_EXPORT int fallocate(int fd, int mode, off_t off, off_t len) {
     Status st = d->fsys->Fallocate(*d->file, mode, off, len);
     return st.ok() ? 0 : Fail(st);
   }
+  if (OvRef o = OverlayFd(fd)) return OvFallocate(*o, fd, mode, off, len);
   return REAL(fallocate)(fd, mode, off, len);
 }
 MAPFS_EXPORT int fallocate64(int fd, int mode, off64_t off, off64_t len) { return fallocate(fd, mode, off, len); }
 // posix_fallocate returns the error instead of setting errno.
 MAPFS_EXPORT int posix_fallocate(int fd, off_t off, off_t len) {
-  if (MapfsFd(fd)) {
+  if (MapfsFd(fd) || OverlayFd(fd)) {
     if (off < 0 || len <= 0) return EINVAL;
     int saved = errno;
     int r = fallocate(fd, 0, off, len);
@@ -421,7 +462,13 @@ MAPFS_EXPORT int fcntl(int fd, int cmd, ...) {
   void* arg = va_arg(ap, void*);
   va_end(ap);
   DescRef d = MapfsFd(fd);
-  if (!d) return REAL(fcntl)(fd, cmd, arg);
+  if (!d) {
+    OvRef o = OverlayFd(fd);
+    int r = REAL(fcntl)(fd, cmd, arg);
+    if (o && r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)) OvInstall(r, std::move(o));
+    if (o && r >= 0 && cmd == F_SETFL) o->append = (reinterpret_cast<long>(arg) & O_APPEND) != 0;
+    return r;
+  }
   long iarg = reinterpret_cast<long>(arg);
   switch (cmd) {
     case F_DUPFD:

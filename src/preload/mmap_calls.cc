@@ -22,6 +22,7 @@
 #include "medium/persist.h"
 #include "medium/pool.h"
 #include "preload/calls.h"
+#include "preload/overlay_fds.h"
 #include "vm/vm.h"
 
 namespace mapfs::preload {
@@ -191,8 +192,10 @@ namespace fs = mapfs::fs;
 using mapfs::Status;
 
 MAPFS_EXPORT void* mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
-  if (!(flags & MAP_ANONYMOUS))
+  if (!(flags & MAP_ANONYMOUS)) {
     if (DescRef d = MapfsFd(fd)) return MapMapfs(d, addr, len, prot, flags, off);
+    if (OvRef o = OverlayFd(fd)) return OvMap(*o, addr, len, prot, flags, off);
+  }
   return REAL(mmap)(addr, len, prot, flags, fd, off);
 }
 MAPFS_EXPORT void* mmap64(void* addr, size_t len, int prot, int flags, int fd, off64_t off) {

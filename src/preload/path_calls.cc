@@ -25,6 +25,7 @@
 
 #include "common/process.h"
 #include "preload/calls.h"
+#include "preload/overlay_fds.h"
 #include "preload/outside.h"
 
 namespace mapfs::preload {
@@ -162,7 +163,10 @@ MAPFS_EXPORT int stat(const char* path, struct stat* st) {
   return FollowOut(AT_FDCWD, path, true, [&](int, const char* p) {
     Route k;
     int r = StatAt(AT_FDCWD, p, st, 0, &k);
-    return r != -2 ? r : REAL(stat)(k.Kernel(p), st);
+    if (r != -2) return r;
+    r = REAL(stat)(k.Kernel(p), st);
+    if (r == 0) OvFixStat(st);
+    return r;
   });
 }
 MAPFS_EXPORT int stat64(const char* path, struct stat64* st) { return stat(path, reinterpret_cast<struct stat*>(st)); }
@@ -170,20 +174,29 @@ MAPFS_EXPORT int lstat(const char* path, struct stat* st) {
   return FollowOut(AT_FDCWD, path, false, [&](int, const char* p) {
     Route k;
     int r = StatAt(AT_FDCWD, p, st, AT_SYMLINK_NOFOLLOW, &k);
-    return r != -2 ? r : REAL(lstat)(k.Kernel(p), st);
+    if (r != -2) return r;
+    r = REAL(lstat)(k.Kernel(p), st);
+    if (r == 0) OvFixStat(st);
+    return r;
   });
 }
 MAPFS_EXPORT int lstat64(const char* path, struct stat64* st) { return lstat(path, reinterpret_cast<struct stat*>(st)); }
 MAPFS_EXPORT int fstat(int fd, struct stat* st) {
   int r = FstatFd(fd, st);
-  return r != -2 ? r : REAL(fstat)(fd, st);
+  if (r != -2) return r;
+  r = REAL(fstat)(fd, st);
+  if (r == 0) OvFixStat(st);
+  return r;
 }
 MAPFS_EXPORT int fstat64(int fd, struct stat64* st) { return fstat(fd, reinterpret_cast<struct stat*>(st)); }
 MAPFS_EXPORT int fstatat(int dirfd, const char* path, struct stat* st, int flags) {
   return FollowOut(dirfd, path, !(flags & AT_SYMLINK_NOFOLLOW), [&](int d, const char* p) {
     Route k;
     int r = StatAt(d, p, st, flags, &k);
-    return r != -2 ? r : REAL(fstatat)(d, k.Kernel(p), st, flags);
+    if (r != -2) return r;
+    r = REAL(fstatat)(d, k.Kernel(p), st, flags);
+    if (r == 0) OvFixStat(st);
+    return r;
   });
 }
 MAPFS_EXPORT int fstatat64(int dirfd, const char* path, struct stat64* st, int flags) {
@@ -208,7 +221,11 @@ MAPFS_EXPORT int statx(int dirfd, const char* path, int flags, unsigned mask, st
     struct stat st;
     Route k;
     int r = StatAt(d, p, &st, flags, &k);
-    if (r == -2) return REAL(statx)(d, k.Kernel(p), flags, mask, x);
+    if (r == -2) {
+      r = REAL(statx)(d, k.Kernel(p), flags, mask, x);
+      if (r == 0 && x != nullptr) OvFixStatx(x);
+      return r;
+    }
     if (r != 0) return r;
     if (x == nullptr) return FailErrno(EFAULT);
     FillStatx(st, x);
@@ -538,6 +555,17 @@ MAPFS_EXPORT int utime(const char* path, const struct utimbuf* t) {
 MAPFS_EXPORT int truncate(const char* path, off_t size) {
   return FollowOut(AT_FDCWD, path, true, [&](int, const char* p) {
     Route r = MapfsPath(AT_FDCWD, p);
+    if (!r.mapfs && g_ov_count.load() > 0 && OverlayPath(AT_FDCWD, r.Kernel(p))) {
+      // The file may be open in the overlay: truncated through it, so its
+      // staged bytes and cached size follow.
+      int fd = open(r.Kernel(p), O_WRONLY | O_CLOEXEC);
+      if (fd < 0) return -1;
+      int rc = ftruncate(fd, size);
+      int e = errno;
+      close(fd);
+      errno = e;
+      return rc;
+    }
     if (!r.mapfs) return REAL(truncate)(r.Kernel(p), size);
     fs::FileSystem* f = FsOrFail();
     if (f == nullptr) return -1;

@@ -23,6 +23,7 @@
 
 #include "common/log.h"
 #include "preload/calls.h"
+#include "preload/overlay_fds.h"
 #include "preload/outside.h"
 #include "preload/spawn_actions.h"
 #include "vm/fault.h"
@@ -36,6 +37,7 @@ void HandoffIfNeeded() {
   if (in_core) return;
   Shim& s = Shim::Get();
   if (s.enabled()) s.Handoff();
+  OverlayHandoff();
 }
 
 // Around an exec that replaces this image: hands descriptors over and

@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "preload/calls.h"
+#include "preload/overlay_fds.h"
 #include "preload/stdio_redirect.h"
 
 namespace mapfs::preload {
@@ -140,17 +141,17 @@ FILE* OpenStream(const char* path, const char* mode) {
 
 MAPFS_EXPORT FILE* fopen(const char* path, const char* mode) {
   Route r = MapfsPath(AT_FDCWD, path);
-  if (!r.mapfs) return REAL(fopen)(r.Kernel(path), mode);
+  if (!r.mapfs && !OverlayPath(AT_FDCWD, r.Kernel(path))) return REAL(fopen)(r.Kernel(path), mode);
   return OpenStream(path, mode);
 }
 MAPFS_EXPORT FILE* fopen64(const char* path, const char* mode) {
   Route r = MapfsPath(AT_FDCWD, path);
-  if (!r.mapfs) return REAL(fopen64)(r.Kernel(path), mode);
+  if (!r.mapfs && !OverlayPath(AT_FDCWD, r.Kernel(path))) return REAL(fopen64)(r.Kernel(path), mode);
   return OpenStream(path, mode);
 }
 
 MAPFS_EXPORT FILE* fdopen(int fd, const char* mode) {
-  if (!MapfsFd(fd)) return REAL(fdopen)(fd, mode);
+  if (!MapfsFd(fd) && !OverlayFd(fd)) return REAL(fdopen)(fd, mode);
   int flags;
   std::string cm;
   if (!ParseMode(mode, &flags, &cm)) {

@@ -1,0 +1,89 @@
+// One file's shared state in the split engine (see split_engine.h for the
+// invariants) and the OverlayFile over it.
+#pragma once
+
+#include <fcntl.h>
+#include <sys/types.h>
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "overlay/engine.h"
+#include "overlay/split/op_log.h"
+
+namespace mapfs::overlay::split {
+
+class SplitEngine;
+
+struct FileState {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  std::mutex mu;
+  int refs = 0;  // OverlayFiles open on it (the engine's files_ map, under its mu_)
+  // The state's own descriptors of the target, reopened without O_APPEND
+  // (positioned writes and relinks need that): rfd readable, wfd writable;
+  // equal when an O_RDWR reopen was allowed, which alone permits writable maps.
+  int rfd = -1, wfd = -1;
+  uint64_t block = 4096;
+  uint64_t ksize = 0;
+  // Staging (pair < 0: none yet; no_staging: cannot, writes go to the kernel).
+  int pair = -1;
+  bool no_staging = false;
+  bool linked = false;  // t-TAG-PAIR, a hard link to the target, exists
+  int sfd = -1;
+  char* smap = nullptr;
+  uint64_t sbase = 0, salign = 0, send = 0;
+  // Regions of the target mapped (index -> address), most recent at the front.
+  bool maps_writable = false;
+  std::list<std::pair<uint64_t, char*>> lru;
+  std::unordered_map<uint64_t, std::list<std::pair<uint64_t, char*>>::iterator> regions;
+
+  uint64_t Size() const { return send > sbase ? send : ksize; }
+  bool Staged() const { return send > sbase; }
+};
+
+// Unmaps every cached region (st.mu held, or the state no longer shared).
+void UnmapRegions(FileState& st);
+
+class SplitFile final : public OverlayFile {
+ public:
+  SplitFile(SplitEngine* e, std::shared_ptr<FileState> st, int fd, int flags)
+      : engine_(e), st_(std::move(st)), fd_(fd), flags_(flags) {}
+  ~SplitFile() override;
+  Result<size_t> Pread(void* buf, size_t n, uint64_t off) override;
+  Result<size_t> Pwrite(const void* buf, size_t n, uint64_t off) override;
+  Result<uint64_t> Append(const void* buf, size_t n) override;
+  Result<uint64_t> Size() override;
+  Status Truncate(uint64_t size) override;
+  Status Sync() override;
+  Status Flush() override;
+  Result<void*> Map(void* addr, size_t len, int prot, int flags, uint64_t off) override;
+  Status Close() override;
+  int fd() const override { return fd_; }
+
+ private:
+  bool readable() const { return (flags_ & O_ACCMODE) != O_WRONLY; }
+  bool writable() const { return (flags_ & O_ACCMODE) != O_RDONLY; }
+  Result<size_t> WriteLocked(const char* buf, size_t n, uint64_t off);
+  Status StrictOverwrite(const char* buf, size_t n, uint64_t off);
+  Status StageBytes(const char* buf, size_t n, uint64_t off);
+  Status KernelWrite(const char* buf, size_t n, uint64_t off);
+  Status MapCopy(char* dst, const char* src, uint64_t off, size_t n, bool write);
+  Status Commit();
+  // Moves staged bytes into the target. durable: logged and synced first
+  // (fsync, sync/strict modes), else just relinked (posix close, map, truncate).
+  Status RelinkLocked(bool durable);
+  char* Region(uint64_t idx, Status* err);
+
+  SplitEngine* engine_;
+  std::shared_ptr<FileState> st_;
+  int fd_;
+  int flags_;
+  bool closed_ = false;
+};
+
+}  // namespace mapfs::overlay::split

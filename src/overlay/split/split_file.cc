@@ -1,0 +1,317 @@
+// The split engine's data path: reads and overwrites through region maps,
+// appends into staging, relinks (split_engine.h).
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "medium/persist.h"
+#include "overlay/split/file_state.h"
+#include "overlay/split/relink.h"
+#include "overlay/split/split_engine.h"
+
+namespace mapfs::overlay::split {
+
+void UnmapRegions(FileState& st) {
+  for (auto& [idx, p] : st.lru) munmap(p, kRegionBytes);
+  st.lru.clear();
+  st.regions.clear();
+}
+
+SplitFile::~SplitFile() {
+  if (!closed_) (void)Close();
+}
+
+char* SplitFile::Region(uint64_t idx, Status* err) {
+  FileState& st = *st_;
+  auto it = st.regions.find(idx);
+  if (it != st.regions.end()) {
+    st.lru.splice(st.lru.begin(), st.lru, it->second);
+    return it->second->second;
+  }
+  if (st.lru.size() >= kMaxRegions) {
+    munmap(st.lru.back().second, kRegionBytes);
+    st.regions.erase(st.lru.back().first);
+    st.lru.pop_back();
+  }
+  int fd = st.maps_writable ? st.wfd : st.rfd;
+  int prot = PROT_READ | (st.maps_writable ? PROT_WRITE : 0);
+  // A whole region even past the end of the file: only bytes below ksize
+  // are ever touched, and the map stays valid as the file grows.
+  // MAP_POPULATE: one fault-in of the region instead of a fault per page
+  // on first touch (pages past the end are skipped by the kernel).
+  void* p = mmap(nullptr, kRegionBytes, prot, MAP_SHARED | MAP_POPULATE, fd, static_cast<off_t>(idx * kRegionBytes));
+  if (p == MAP_FAILED) {
+    *err = Status::FromErrno("overlay: map region");
+    return nullptr;
+  }
+  st.lru.emplace_front(idx, static_cast<char*>(p));
+  st.regions[idx] = st.lru.begin();
+  return static_cast<char*>(p);
+}
+
+// Copies between the caller's buffer and target bytes [off, off+n) < ksize.
+Status SplitFile::MapCopy(char* dst, const char* src, uint64_t off, size_t n, bool write) {
+  bool sync = engine_->mode() != Mode::kPosix;
+  while (n > 0) {
+    uint64_t idx = off / kRegionBytes, in = off % kRegionBytes;
+    size_t k = static_cast<size_t>(std::min<uint64_t>(n, kRegionBytes - in));
+    Status err;
+    char* r = Region(idx, &err);
+    if (r == nullptr) return err;
+    if (write) {
+      if (sync) {
+        medium::CopyNt(r + in, src, k);
+        medium::Fence();
+        // Not DAX: the page cache must reach the medium (fdatasync of the range).
+        auto a = reinterpret_cast<uintptr_t>(r + in) & ~uintptr_t{4095};
+        if (msync(reinterpret_cast<void*>(a), reinterpret_cast<uintptr_t>(r + in + k) - a, MS_SYNC) != 0)
+          return Status::FromErrno("overlay: msync");
+      } else {
+        std::memcpy(r + in, src, k);
+      }
+      src += k;
+    } else {
+      std::memcpy(dst, r + in, k);
+      dst += k;
+    }
+    off += k;
+    n -= k;
+  }
+  return Status::Ok();
+}
+
+Result<size_t> SplitFile::Pread(void* buf, size_t n, uint64_t off) {
+  if (!readable()) return Status::Error(EBADF, "overlay: not open for reading");
+  FileState& st = *st_;
+  std::lock_guard<std::mutex> g(st.mu);
+  uint64_t size = st.Size();
+  if (off >= size || n == 0) return size_t{0};
+  n = static_cast<size_t>(std::min<uint64_t>(n, size - off));
+  char* out = static_cast<char*>(buf);
+  uint64_t end = off + n;
+  if (off < st.ksize) {
+    size_t k = static_cast<size_t>(std::min(end, st.ksize) - off);
+    MAPFS_RETURN_IF_ERROR(MapCopy(out, nullptr, off, k, false));
+    out += k;
+    off += k;
+  }
+  if (off < end) std::memcpy(out, st.smap + (off - st.salign), static_cast<size_t>(end - off));
+  return n;
+}
+
+Status SplitFile::KernelWrite(const char* buf, size_t n, uint64_t off) {
+  FileState& st = *st_;
+  while (n > 0) {
+    ssize_t w = pwrite(st.wfd, buf, n, static_cast<off_t>(off));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return Status::FromErrno("overlay: write");
+    buf += w;
+    off += static_cast<uint64_t>(w);
+    n -= static_cast<size_t>(w);
+  }
+  if (off > st.ksize) st.ksize = off;
+  if (engine_->mode() != Mode::kPosix && fdatasync(st.wfd) != 0) return Status::FromErrno("overlay: fdatasync");
+  return Status::Ok();
+}
+
+// The commit of everything staged (sync and strict modes: each call durable).
+Status SplitFile::Commit() {
+  FileState& st = *st_;
+  uint64_t s0 = st.sbase - st.salign, n = st.send - st.sbase;
+  auto a = reinterpret_cast<uintptr_t>(st.smap + s0) & ~uintptr_t{4095};
+  if (msync(reinterpret_cast<void*>(a), reinterpret_cast<uintptr_t>(st.smap + s0 + n) - a, MS_SYNC) != 0)
+    return Status::FromErrno("overlay: msync staging");
+  LogEntry e{};
+  e.kind = static_cast<uint16_t>(EntryKind::kCommit);
+  e.method = static_cast<uint16_t>(engine_->method());
+  e.pair = static_cast<uint64_t>(st.pair);
+  e.off = st.sbase;
+  e.len = n;
+  e.new_size = st.send;
+  e.stage_off = s0;
+  return engine_->log().Append(e);
+}
+
+// Bytes at or past ksize: into staging (st.mu held).
+Status SplitFile::StageBytes(const char* buf, size_t n, uint64_t off) {
+  FileState& st = *st_;
+  uint64_t end = off + n;
+  if (!st.Staged()) {
+    st.sbase = st.send = st.ksize;
+    st.salign = st.ksize / st.block * st.block;
+  }
+  if (end - st.salign > kStagingBytes && st.Staged()) {
+    MAPFS_RETURN_IF_ERROR(RelinkLocked(engine_->mode() != Mode::kPosix));
+    st.sbase = st.send = st.ksize;
+    st.salign = st.ksize / st.block * st.block;
+  }
+  if (end - st.salign > kStagingBytes || st.no_staging || engine_->EnsureStaging(st, fd_).code() != 0)
+    return KernelWrite(buf, n, off);  // larger than staging, or no staging: the kernel's path
+  if (off > st.send) std::memset(st.smap + (st.send - st.salign), 0, off - st.send);  // a hole
+  if (engine_->mode() != Mode::kPosix) {
+    medium::CopyNt(st.smap + (off - st.salign), buf, n);
+    medium::Fence();
+  } else {
+    std::memcpy(st.smap + (off - st.salign), buf, n);
+  }
+  if (end > st.send) st.send = end;
+  if (engine_->mode() != Mode::kPosix) return Commit();
+  return Status::Ok();
+}
+
+// strict: an overwrite of target bytes is staged whole, committed, then
+// copied in; a crash before the commit leaves the old bytes, after it
+// recovery finishes the copy.
+Status SplitFile::StrictOverwrite(const char* buf, size_t n, uint64_t off) {
+  FileState& st = *st_;
+  MAPFS_RETURN_IF_ERROR(RelinkLocked(true));
+  uint64_t end = off + n;
+  uint64_t salign = off / st.block * st.block;
+  if (st.no_staging || end - salign > kStagingBytes || !engine_->EnsureStaging(st, fd_).ok())
+    return Status::Error(EFBIG, "overlay strict: write larger than staging");
+  medium::CopyNt(st.smap + (off - salign), buf, n);
+  medium::Fence();
+  // Committed as staged bytes [off, end) over the target's own.
+  st.salign = salign;
+  st.sbase = off;
+  st.send = end;
+  Status c = Commit();
+  uint64_t new_size = std::max(st.ksize, end);
+  st.sbase = st.send = st.ksize;  // nothing staged from the content's view
+  MAPFS_RETURN_IF_ERROR(c);
+  MAPFS_RETURN_IF_ERROR(CopyRange(st.sfd, off - salign, st.wfd, off, n, false));
+  if (fdatasync(st.wfd) != 0) return Status::FromErrno("overlay: fdatasync");
+  st.ksize = new_size;
+  LogEntry d{};
+  d.kind = static_cast<uint16_t>(EntryKind::kDone);
+  d.pair = static_cast<uint64_t>(st.pair);
+  return engine_->log().Append(d);
+}
+
+Result<size_t> SplitFile::WriteLocked(const char* buf, size_t n, uint64_t off) {
+  FileState& st = *st_;
+  if (n == 0) return size_t{0};
+  const size_t total = n;
+  uint64_t end = off + n;
+  if (off < st.ksize && engine_->mode() == Mode::kStrict) {
+    if (st.Staged() || end > st.ksize) MAPFS_RETURN_IF_ERROR(RelinkLocked(true));
+    Status s = StrictOverwrite(buf, n, off);
+    if (s.code() == EFBIG) MAPFS_RETURN_IF_ERROR(KernelWrite(buf, n, off));  // documented: not atomic
+    else MAPFS_RETURN_IF_ERROR(s);
+    return n;
+  }
+  if (off < st.ksize) {
+    size_t k = static_cast<size_t>(std::min(end, st.ksize) - off);
+    if (st.maps_writable) MAPFS_RETURN_IF_ERROR(MapCopy(nullptr, buf, off, k, true));
+    else MAPFS_RETURN_IF_ERROR(KernelWrite(buf, k, off));
+    buf += k;
+    off += k;
+    n -= k;
+  }
+  if (n > 0) MAPFS_RETURN_IF_ERROR(StageBytes(buf, n, off));
+  return total;
+}
+
+Result<size_t> SplitFile::Pwrite(const void* buf, size_t n, uint64_t off) {
+  if (!writable()) return Status::Error(EBADF, "overlay: not open for writing");
+  std::lock_guard<std::mutex> g(st_->mu);
+  return WriteLocked(static_cast<const char*>(buf), n, off);
+}
+
+Result<uint64_t> SplitFile::Append(const void* buf, size_t n) {
+  if (!writable()) return Status::Error(EBADF, "overlay: not open for writing");
+  std::lock_guard<std::mutex> g(st_->mu);
+  uint64_t off = st_->Size();
+  auto r = WriteLocked(static_cast<const char*>(buf), n, off);
+  if (!r.ok()) return r.status();
+  return off;
+}
+
+Result<uint64_t> SplitFile::Size() {
+  std::lock_guard<std::mutex> g(st_->mu);
+  return st_->Size();
+}
+
+Status SplitFile::RelinkLocked(bool durable) {
+  FileState& st = *st_;
+  if (!st.Staged()) return Status::Ok();
+  uint64_t off = st.sbase, len = st.send - st.sbase, soff = st.sbase - st.salign;
+  if (durable && engine_->mode() == Mode::kPosix) MAPFS_RETURN_IF_ERROR(Commit());  // sync/strict: done per call
+  if (engine_->method() == RelinkMethod::kMoveExtents) {
+    // Dirty pages of the donor make the kernel refuse the move (EBUSY).
+    auto a = reinterpret_cast<uintptr_t>(st.smap + soff) & ~uintptr_t{4095};
+    if (msync(reinterpret_cast<void*>(a), reinterpret_cast<uintptr_t>(st.smap + soff + len) - a, MS_SYNC) != 0)
+      return Status::FromErrno("overlay: msync staging");
+  }
+  RelinkMethod used;
+  Status r = Relink(engine_->method(), st.wfd, st.sfd, off, len, soff, st.block, &used);
+  if (!r.ok()) return r;
+  if (used != engine_->method()) engine_->RefusedMethod();
+  st.ksize = st.send;
+  st.sbase = st.send = st.ksize;
+  if (used == RelinkMethod::kMoveExtents) engine_->DropStaging(st, false);  // holds the target's old blocks now
+  if (durable || engine_->mode() != Mode::kPosix) {
+    if (fdatasync(st.wfd) != 0) return Status::FromErrno("overlay: fdatasync");
+    LogEntry d{};
+    d.kind = static_cast<uint16_t>(EntryKind::kDone);
+    d.pair = static_cast<uint64_t>(st.pair);
+    if (st.pair >= 0) MAPFS_RETURN_IF_ERROR(engine_->log().Append(d));
+  }
+  return Status::Ok();
+}
+
+Status SplitFile::Truncate(uint64_t size) {
+  if (!writable()) return Status::Error(EINVAL, "overlay: not open for writing");
+  FileState& st = *st_;
+  std::lock_guard<std::mutex> g(st.mu);
+  MAPFS_RETURN_IF_ERROR(RelinkLocked(engine_->mode() != Mode::kPosix));
+  if (ftruncate(st.wfd, static_cast<off_t>(size)) != 0) return Status::FromErrno("overlay: ftruncate");
+  st.ksize = size;
+  st.sbase = st.send = size;
+  if (engine_->mode() != Mode::kPosix && fdatasync(st.wfd) != 0) return Status::FromErrno("overlay: fdatasync");
+  return Status::Ok();
+}
+
+Status SplitFile::Sync() {
+  FileState& st = *st_;
+  std::lock_guard<std::mutex> g(st.mu);
+  MAPFS_RETURN_IF_ERROR(RelinkLocked(true));
+  // Overwrites through the maps are dirty pages of the target.
+  if (fsync(st.rfd >= 0 ? st.rfd : st.wfd) != 0) return Status::FromErrno("overlay: fsync");
+  return Status::Ok();
+}
+
+Status SplitFile::Flush() {
+  std::lock_guard<std::mutex> g(st_->mu);
+  return RelinkLocked(engine_->mode() != Mode::kPosix);
+}
+
+Result<void*> SplitFile::Map(void* addr, size_t len, int prot, int flags, uint64_t off) {
+  {
+    std::lock_guard<std::mutex> g(st_->mu);
+    MAPFS_RETURN_IF_ERROR(RelinkLocked(engine_->mode() != Mode::kPosix));
+  }
+  // A map of the target itself: the kernel's page cache, which the region
+  // maps share, so both see each other's stores.
+  void* p = mmap(addr, len, prot, flags, fd_, static_cast<off_t>(off));
+  if (p == MAP_FAILED) return Status::FromErrno("overlay: mmap");
+  return p;
+}
+
+Status SplitFile::Close() {
+  if (closed_) return Status::Ok();
+  closed_ = true;
+  Status s;
+  {
+    std::lock_guard<std::mutex> g(st_->mu);
+    s = RelinkLocked(engine_->mode() != Mode::kPosix);
+  }
+  engine_->Release(st_);
+  st_.reset();
+  if (close(fd_) != 0 && s.ok()) s = Status::FromErrno("overlay: close");
+  return s;
+}
+
+}  // namespace mapfs::overlay::split

@@ -1,0 +1,97 @@
+// The shim's second kind of prefix: an overlay directory (MAPFS_OVERLAY,
+// src/overlay/). Paths under it are opened by the kernel, with the caller's
+// flags and permissions; a regular file's descriptor is then handed to the
+// overlay engine, which serves its bytes. Everything else (names, modes,
+// locks, directories) stays the kernel's.
+//
+// Unlike a pool descriptor, an overlay descriptor IS the kernel's
+// descriptor of the file: dup, O_CLOEXEC, fcntl locks, fchmod and
+// inheritance work on it unchanged. The engine holds its own dup of the
+// same description (internal, high), so the application may close or
+// replace its numbers freely; the engine's file closes with the last of
+// them. The offset lives in the shim (OvOpen::offset) until a fork, exec or
+// spawn, which moves it into the description's kernel position (shared with
+// the children from then on) and relinks every file so the kernel's view is
+// the content (OverlayHandoff). A fork child drops every overlay entry it
+// inherited (it reaches those files through the kernel; its first own
+// overlay open starts a fresh engine), so two processes never share one
+// engine's staging files.
+//
+// Invariant: g_ov_count > 0 <=> the table may hold entries; every wrapper's
+// check of a descriptor is one relaxed load while it is 0.
+#pragma once
+
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+
+#include "overlay/engine.h"
+
+struct statx;
+struct iovec;
+
+namespace mapfs::preload {
+
+extern thread_local int in_core __attribute__((tls_model("initial-exec")));
+
+// One open file description of an overlay file.
+struct OvOpen {
+  OvOpen() = default;
+  OvOpen(const OvOpen&) = delete;
+  OvOpen& operator=(const OvOpen&) = delete;
+  ~OvOpen();  // the engine's file closes (staged bytes relinked)
+  std::unique_ptr<overlay::OverlayFile> file;
+  std::mutex pos_mu;  // each read, write, lseek that uses the offset
+  uint64_t offset = 0;
+  bool kernel_offset = false;  // after a hand-off: the description's kernel position
+  std::atomic<bool> append{false};
+  int acc = 0;  // O_ACCMODE of the open
+};
+using OvRef = std::shared_ptr<OvOpen>;
+
+extern std::atomic<int> g_ov_count;
+OvRef OverlayLookup(int fd);
+inline OvRef OverlayFd(int fd) {
+  if (in_core || g_ov_count.load(std::memory_order_relaxed) == 0) return nullptr;
+  return OverlayLookup(fd);
+}
+
+// Whether MAPFS_OVERLAY is set (read once).
+bool OverlayConfigured();
+// Whether `path` (relative to dirfd) names something under the overlay's
+// root, lexically (the hidden directory excluded).
+bool OverlayPath(int dirfd, const char* path);
+// After the kernel opened `path` as `fd`: adopts a regular file under the
+// root. Returns fd, or -1/errno (fd closed) when the engine refused it.
+int OverlayAfterOpen(int fd, int dirfd, const char* path, int flags);
+
+ssize_t OvRead(OvOpen& o, int fd, void* buf, size_t n, int64_t off);  // off < 0: the offset
+ssize_t OvWrite(OvOpen& o, int fd, const void* buf, size_t n, int64_t off);
+ssize_t OvReadV(OvOpen& o, int fd, const iovec* iov, int cnt, int64_t off);
+ssize_t OvWriteV(OvOpen& o, int fd, const iovec* iov, int cnt, int64_t off);
+off_t OvSeek(OvOpen& o, int fd, off_t off, int whence);
+int OvSync(OvOpen& o);
+int OvTruncate(OvOpen& o, off_t size);
+int OvFallocate(OvOpen& o, int fd, int mode, off_t off, off_t len);
+void* OvMap(OvOpen& o, void* addr, size_t len, int prot, int flags, off_t off);
+
+// Descriptor bookkeeping (the caller does the kernel's part).
+void OvInstall(int fd, OvRef o);  // fd now also names o (dup)
+void OvForget(int fd);            // fd no longer names an overlay file
+void OvForgetRange(unsigned lo, unsigned hi);
+
+// Stat results of the kernel for overlay files, corrected (size of staged bytes).
+void OvFixStat(struct stat* st);
+void OvFixStatx(struct statx* x);
+
+// Before exec/spawn (and fork, through pthread_atfork): offsets into the
+// kernel, staged bytes relinked.
+void OverlayHandoff();
+// sync(2): every overlay file durable.
+void OverlaySyncAll();
+
+}  // namespace mapfs::preload
