@@ -101,8 +101,12 @@ Result<std::unique_ptr<VFile>> VFile::Attach(int fd, bool writable, Mode mode) {
   MetaHeader h{};
   ssize_t r = pread(fd, &h, sizeof(h), 0);
   if (r < 0) return Status::FromErrno("virtual: read header");
-  if (r != static_cast<ssize_t>(sizeof(h)) || h.magic != kMagic)
+  if (r != static_cast<ssize_t>(sizeof(h))) return Status::Error(EINVAL, "virtual: not a virtualized file (short)");
+  if (h.magic != kMagic) {
+    auto v = IsVirtualized(fd);  // EUCLEAN if only the magic is damaged
+    if (!v.ok()) return v.status();
     return Status::Error(EINVAL, "virtual: not a virtualized file (no magic)");
+  }
   if (h.crc != Crc32c(&h, offsetof(MetaHeader, crc)))
     return Status::Error(EUCLEAN, "virtual: meta block header: bad checksum");
   if (h.version != kVersion)
