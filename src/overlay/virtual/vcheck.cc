@@ -169,10 +169,10 @@ Status ImportFile(const std::string& path, const FormatOptions& o) {
   if (in.fd < 0) return Status::FromErrno(path);
   struct stat st {};
   if (fstat(in.fd, &st) != 0) return Status::FromErrno(path);
-  if (!S_ISREG(st.st_mode)) return Status::Error(EINVAL, path + ": not a regular file");
+  if (!S_ISREG(st.st_mode)) return Status::Error(EINVAL, "not a regular file");
   auto v = IsVirtualized(in.fd);
   if (!v.ok()) return v.status();
-  if (*v) return Status::Error(EEXIST, path + ": already virtualized");
+  if (*v) return Status::Error(EEXIST, "already virtualized");
   FormatOptions fo = o;
   uint64_t blocks = (static_cast<uint64_t>(st.st_size) + kBlockSize - 1) / kBlockSize;
   if (blocks * 2 > fo.vblocks_max) fo.vblocks_max = static_cast<uint32_t>(std::min<uint64_t>(blocks * 2, kMaxBlocks));
@@ -205,7 +205,7 @@ Status ExportFile(const std::string& path) {
   if (fstat(in.fd, &st) != 0) return Status::FromErrno(path);
   auto v = IsVirtualized(in.fd);
   if (!v.ok()) return v.status();
-  if (!*v) return Status::Error(EINVAL, path + ": not virtualized");
+  if (!*v) return Status::Error(EINVAL, "not virtualized");
   return Replace(path, st, [&](int fd) { return CopyOut(in.fd, fd); });
 }
 

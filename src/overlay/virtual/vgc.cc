@@ -23,8 +23,9 @@ Status VFile::Grow() {
   uint64_t pe = persist::Load64(&sh->phys_end);
   if (pe >= hdr_.pblocks_max)
     return Status::Error(ENOSPC, "virtual: file full (" + std::to_string(hdr_.pblocks_max) + " blocks)");
-  // Large chunks: one fallocate per 1/8 of the file, 2 MiB to 128 MiB.
-  uint64_t chunk = std::clamp<uint64_t>(pe / 8, 512, 32768);
+  // Chunks double with the data region, 64 KiB (small files stay small)
+  // to 128 MiB: a 1 GiB file takes about 20 fallocates, then one per 128 MiB.
+  uint64_t chunk = std::clamp<uint64_t>(pe - hdr_.data_start, 16, 32768);
   uint64_t end = std::min<uint64_t>(pe + chunk, hdr_.pblocks_max);
   // Concurrent growers may allocate overlapping ranges: fallocate is
   // idempotent on allocated space and never shrinks.
