@@ -47,12 +47,13 @@ Status VFile::Alloc(uint32_t n, uint32_t* runs_phys, uint32_t* runs_len, uint32_
     for (uint32_t r = 0; r < *nruns; r++) Free(runs_phys[r], runs_len[r]);
     *nruns = 0;
   };
-  for (int grows = 0;; grows++) {
+  for (;;) {
     uint64_t pe = persist::Load64(&sh->phys_end);
-    uint64_t words = (pe + 63) / 64, first = hdr_.data_start / 64;
-    uint64_t start = std::clamp<uint64_t>(persist::Load64(&sh->alloc_hint) / 64, first, words - 1);
-    for (uint64_t k = 0; k < words - first && need > 0; k++) {
-      uint64_t w = first + (start - first + k) % (words - first);
+    uint64_t words = (pe + 63) / 64, first = hdr_.data_start / 64;  // data_start is 512-aligned
+    uint64_t span = words > first ? words - first : 0;  // 0 until the first growth
+    uint64_t start = span == 0 ? first : std::clamp<uint64_t>(persist::Load64(&sh->alloc_hint) / 64, first, words - 1);
+    for (uint64_t k = 0; k < span && need > 0; k++) {
+      uint64_t w = first + (start - first + k) % span;
       std::atomic_ref<uint64_t> word(bitmap_[w]);
       uint64_t v = word.load(std::memory_order_acquire);
       while (v != ~uint64_t{0} && need > 0) {
