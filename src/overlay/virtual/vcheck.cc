@@ -17,6 +17,7 @@ using namespace pmem;
 namespace persist = ::mapfs::medium;
 
 Status VFile::Check(std::string* report) {
+  Pin pin(this);
   MAPFS_RETURN_IF_ERROR(CatchUp());  // validates every entry since the checkpoint
   MetaShared* sh = shared();
   const uint64_t applied = applied_.load(), ck = persist::Load64(&sh->ckpt_seq);

@@ -27,6 +27,8 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/status.h"
 #include "overlay/engine.h"
@@ -105,7 +107,36 @@ class VFile {
   bool TryGcLock();
   void GcUnlock();
 
+  // Epochs (in-process reclamation of blocks the GC freed). Every call that
+  // may look a block up runs pinned; the GC retires superseded blocks with
+  // the epoch it ends, and they go back to the bitmap once no thread is
+  // pinned at or before it. Other processes' readers are covered by the
+  // validation of every copy (the mapping is looked up again after it).
+  class Pin {
+   public:
+    explicit Pin(VFile* f);
+    ~Pin();
+    Pin(const Pin&) = delete;
+    Pin& operator=(const Pin&) = delete;
+
+   private:
+    VFile* f_;
+    size_t slot_;
+  };
+  static constexpr size_t kPinSlots = 64;
+  void Retire(std::vector<std::pair<uint32_t, uint32_t>>& blocks);
+  void Reclaim(bool all);
+  Result<size_t> PwriteUnpinned(const void* buf, size_t n, uint64_t off);
+
   pmem::MetaHeader hdr_{};
+  std::atomic<uint64_t> epoch_{1};
+  std::atomic<uint64_t> pinned_[kPinSlots] = {};
+  std::mutex limbo_mu_;
+  struct Retired {
+    uint32_t phys, n;
+    uint64_t epoch;
+  };
+  std::vector<Retired> limbo_;
   Mode mode_ = Mode::kPosix;
   int fd_ = -1;
   bool writable_ = false;

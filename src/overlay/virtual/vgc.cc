@@ -83,6 +83,22 @@ Status VFile::Alloc(uint32_t n, uint32_t* runs_phys, uint32_t* runs_len, uint32_
       }
     }
     if (need == 0) return Status::Ok();
+    {
+      // Blocks waiting for readers to move on before the file grows.
+      std::unique_lock<std::mutex> g(limbo_mu_, std::try_to_lock);
+      bool waiting = g.owns_lock() && !limbo_.empty();
+      g.unlock();
+      if (waiting) {
+        size_t before = 0;
+        {
+          std::lock_guard<std::mutex> g2(limbo_mu_);
+          before = limbo_.size();
+        }
+        Reclaim(false);
+        std::lock_guard<std::mutex> g2(limbo_mu_);
+        if (limbo_.size() < before) continue;
+      }
+    }
     Status st = Grow();
     if (!st.ok()) {
       give_back();
@@ -101,6 +117,59 @@ void VFile::Free(uint32_t phys, uint32_t n) {
     persist::Flush(&bitmap_[b / 64], 8);
     i += len;
   }
+}
+
+VFile::Pin::Pin(VFile* f) : f_(f) {
+  static std::atomic<size_t> next{0};
+  thread_local size_t home = next.fetch_add(1);
+  for (size_t i = 0;; i++) {
+    slot_ = (home + i) % kPinSlots;
+    uint64_t e = f_->epoch_.load();
+    uint64_t zero = 0;
+    if (!f_->pinned_[slot_].compare_exchange_strong(zero, e)) {
+      if (i % kPinSlots == kPinSlots - 1) std::this_thread::yield();
+      continue;
+    }
+    // Dekker with the GC (which bumps the epoch, then scans the pins):
+    // either it sees this pin, or this thread sees the new epoch and pins
+    // that instead, after which it sees the GC's table.
+    for (uint64_t now = f_->epoch_.load(); now != e; now = f_->epoch_.load()) {
+      f_->pinned_[slot_].store(now);
+      e = now;
+    }
+    return;
+  }
+}
+
+VFile::Pin::~Pin() { f_->pinned_[slot_].store(0, std::memory_order_release); }
+
+void VFile::Retire(std::vector<std::pair<uint32_t, uint32_t>>& blocks) {
+  uint64_t e = epoch_.fetch_add(1);
+  {
+    std::lock_guard<std::mutex> g(limbo_mu_);
+    for (auto& [p, n] : blocks) limbo_.push_back(Retired{p, n, e});
+  }
+  Reclaim(false);
+}
+
+void VFile::Reclaim(bool all) {
+  uint64_t oldest = ~uint64_t{0};
+  if (!all)
+    for (auto& p : pinned_) {
+      uint64_t v = p.load(std::memory_order_acquire);
+      if (v != 0) oldest = std::min(oldest, v);
+    }
+  std::lock_guard<std::mutex> g(limbo_mu_);
+  size_t kept = 0;
+  for (const Retired& r : limbo_) {
+    if (r.epoch < oldest) {
+      Free(r.phys, r.n);
+    } else {
+      limbo_[kept++] = r;
+    }
+  }
+  limbo_.resize(kept);
+  persist::Fence();
 }
 
 bool VFile::TryGcLock() {
@@ -181,10 +250,10 @@ Status VFile::GcLocked() {
   persist::Store64(&sh->ckpt_size, size);
   persist::Store64(&sh->ckpt_seq, s);
   persist::Persist(&sh->ckpt_seq, 16);
-  // Only now may superseded blocks be reused: readers that copied one
-  // notice the changed mapping (the table above) and retry.
-  for (auto& [p, n] : to_free) Free(p, n);
-  persist::Fence();
+  // Only now may superseded blocks be reused: in this process once no
+  // thread that could have looked them up is still pinned; readers in other
+  // processes that copied one notice the changed mapping and retry.
+  Retire(to_free);
   return Status::Ok();
 }
 

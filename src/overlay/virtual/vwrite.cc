@@ -193,6 +193,11 @@ Result<size_t> VFile::WriteOnce(const char* buf, size_t n, uint64_t off, const u
 }
 
 Result<size_t> VFile::Pwrite(const void* buf, size_t n, uint64_t off) {
+  Pin pin(this);
+  return PwriteUnpinned(buf, n, off);
+}
+
+Result<size_t> VFile::PwriteUnpinned(const void* buf, size_t n, uint64_t off) {
   if (!writable_) return Status::Error(EBADF, "virtual: not open for writing");
   if (n == 0) return size_t{0};
   uint64_t max = uint64_t{hdr_.vblocks_max} * kBlockSize;
@@ -217,6 +222,7 @@ Result<size_t> VFile::Pwrite(const void* buf, size_t n, uint64_t off) {
 
 Result<uint64_t> VFile::Append(const void* buf, size_t n) {
   if (!writable_) return Status::Error(EBADF, "virtual: not open for writing");
+  Pin pin(this);
   uint64_t max = uint64_t{hdr_.vblocks_max} * kBlockSize;
   for (;;) {
     MAPFS_RETURN_IF_ERROR(CatchUp());
@@ -230,7 +236,7 @@ Result<uint64_t> VFile::Append(const void* buf, size_t n) {
     if (!r.ok() && r.status().code() == kSizeMoved) continue;
     if (!r.ok()) return r.status();
     if (first < n) {
-      auto rest = Pwrite(static_cast<const char*>(buf) + first, n - first, off + first);
+      auto rest = PwriteUnpinned(static_cast<const char*>(buf) + first, n - first, off + first);
       if (!rest.ok()) return rest.status();
     }
     MAPFS_RETURN_IF_ERROR(Durable(false));
@@ -242,6 +248,7 @@ Status VFile::Truncate(uint64_t new_size) {
   if (!writable_) return Status::Error(EBADF, "virtual: not open for writing");
   if (new_size > uint64_t{hdr_.vblocks_max} * kBlockSize)
     return Status::Error(EFBIG, "virtual: beyond the file's block table");
+  Pin pin(this);
   uint32_t rec = 0, rl = 0, rn = 0;
   MAPFS_RETURN_IF_ERROR(Alloc(1, &rec, &rl, &rn, 1));
   for (;;) {
