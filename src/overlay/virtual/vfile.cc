@@ -256,16 +256,23 @@ Status VFile::CatchUpLocked() {
   }
 }
 
-Status VFile::ApplyEntry(uint64_t e, uint64_t seq, uint64_t* size, bool* recycled) {
+void VFile::SetDtable(uint64_t vblock, uint64_t entry) {
+  // Never back: a replay restarted from an older position (or the
+  // checkpoint) must not show, even briefly, an older mapping than one
+  // already published; a writer could copy from it and commit.
+  std::atomic_ref<uint64_t> d(dtable_[vblock]);
+  if (TableTag(d.load(std::memory_order_relaxed)) < TableTag(entry)) d.store(entry, std::memory_order_release);
+}
+
+Status VFile::ApplyEntry(uint64_t e, uint64_t seq, uint64_t* size, bool* recycled, bool to_dtable) {
   const std::string where = "log entry " + std::to_string(seq);
   if (EntryType(e) == kInline) {
     uint64_t v = EntryVblock(e), p = EntryPhys(e), n = EntryBlocks(e);
     if (v + n > hdr_.vblocks_max) return Status::Error(EUCLEAN, "virtual: " + where + ": virtual blocks out of range");
     MAPFS_RETURN_IF_ERROR(CheckPhys(p, where.c_str()));
     MAPFS_RETURN_IF_ERROR(CheckPhys(p + n - 1, where.c_str()));
-    for (uint64_t i = 0; i < n; i++)
-      std::atomic_ref<uint64_t>(dtable_[v + i]).store(MakeTableEntry(seq, static_cast<uint32_t>(p + i)),
-                                                     std::memory_order_release);
+    if (to_dtable)
+      for (uint64_t i = 0; i < n; i++) SetDtable(v + i, MakeTableEntry(seq, static_cast<uint32_t>(p + i)));
     *size = std::max(*size, (v + n) * kBlockSize);
     return Status::Ok();
   }
@@ -300,11 +307,10 @@ Status VFile::ApplyEntry(uint64_t e, uint64_t seq, uint64_t* size, bool* recycle
       MAPFS_RETURN_IF_ERROR(CheckPhys(uint64_t{r.phys} + r.nblocks - 1, where.c_str()));
     }
   }
-  for (uint32_t i = 0; i < rh.nruns; i++) {
+  for (uint32_t i = 0; to_dtable && i < rh.nruns; i++) {
     const Run& r = runs[i];
     for (uint64_t b = 0; b < r.nblocks; b++)
-      std::atomic_ref<uint64_t>(dtable_[r.vblock + b])
-          .store(MakeTableEntry(seq, r.phys == 0 ? 0 : static_cast<uint32_t>(r.phys + b)), std::memory_order_release);
+      SetDtable(r.vblock + b, MakeTableEntry(seq, r.phys == 0 ? 0 : static_cast<uint32_t>(r.phys + b)));
   }
   *size = rh.size_op == kSizeSet ? rh.size : std::max(*size, rh.size);
   return Status::Ok();

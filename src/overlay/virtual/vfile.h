@@ -89,7 +89,10 @@ class VFile {
   // Brings the DRAM table and size up to the first empty log slot.
   Status CatchUp();
   Status CatchUpLocked();
-  Status ApplyEntry(uint64_t e, uint64_t seq, uint64_t* size, bool* recycled);
+  // Validates entry `seq` and computes the size after it; with to_dtable,
+  // also applies it to this process's table (the replay, under replay_mu_).
+  Status ApplyEntry(uint64_t e, uint64_t seq, uint64_t* size, bool* recycled, bool to_dtable = true);
+  void SetDtable(uint64_t vblock, uint64_t entry);
   // The mapping (tagged table entry) of a virtual block now.
   Result<uint64_t> Lookup(uint64_t vblock) const;
   Status CheckPhys(uint64_t phys, const char* what) const;

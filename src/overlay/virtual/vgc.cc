@@ -83,21 +83,16 @@ Status VFile::Alloc(uint32_t n, uint32_t* runs_phys, uint32_t* runs_len, uint32_
       }
     }
     if (need == 0) return Status::Ok();
+    // Blocks waiting in limbo for readers to move on come before growth.
+    size_t before = 0;
     {
-      // Blocks waiting for readers to move on before the file grows.
-      std::unique_lock<std::mutex> g(limbo_mu_, std::try_to_lock);
-      bool waiting = g.owns_lock() && !limbo_.empty();
-      g.unlock();
-      if (waiting) {
-        size_t before = 0;
-        {
-          std::lock_guard<std::mutex> g2(limbo_mu_);
-          before = limbo_.size();
-        }
-        Reclaim(false);
-        std::lock_guard<std::mutex> g2(limbo_mu_);
-        if (limbo_.size() < before) continue;
-      }
+      std::lock_guard<std::mutex> g(limbo_mu_);
+      before = limbo_.size();
+    }
+    if (before > 0) {
+      Reclaim(false);
+      std::lock_guard<std::mutex> g(limbo_mu_);
+      if (limbo_.size() < before) continue;
     }
     Status st = Grow();
     if (!st.ok()) {
@@ -230,7 +225,7 @@ Status VFile::GcLocked() {
     bool recycled = false;
     uint64_t check_size = size;
     // Validates the entry (and its record) as a replay does.
-    MAPFS_RETURN_IF_ERROR(ApplyEntry(e, s, &check_size, &recycled));
+    MAPFS_RETURN_IF_ERROR(ApplyEntry(e, s, &check_size, &recycled, /*to_dtable=*/false));
     if (recycled) return Status::Error(EUCLEAN, "virtual: checkpoint moved under the GC lock");
     size = check_size;
     if (EntryType(e) == kInline) {
