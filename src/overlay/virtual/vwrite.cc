@@ -83,6 +83,8 @@ Status VFile::Commit(uint64_t entry, uint64_t* seq_out, const uint64_t* head, ui
     if (*retry_copy) return Status::Ok();
     if (expect_size != nullptr && size != *expect_size) return Status::Error(kSizeMoved, "size moved");
     uint64_t ck = persist::Load64(&sh->ckpt_seq);
+    // Behind the checkpoint: slot s may already hold a later lap's entry.
+    if (s < ck) continue;
     if (s >= ck + slots) {
       // The ring is full of entries not yet checkpointed.
       MAPFS_RETURN_IF_ERROR(Gc(true));
