@@ -181,9 +181,13 @@ VFile::~VFile() {
   if (fd_ >= 0) close(fd_);
 }
 
-Status VFile::CheckPhys(uint64_t phys, const char* what) const {
+bool VFile::PhysOk(uint64_t phys) const {
   uint64_t pe = persist::Load64(&shared()->phys_end);
-  if (phys < hdr_.data_start || phys >= pe || pe > hdr_.pblocks_max)
+  return phys >= hdr_.data_start && phys < pe && pe <= hdr_.pblocks_max;
+}
+
+Status VFile::CheckPhys(uint64_t phys, const char* what) const {
+  if (!PhysOk(phys))
     return Status::Error(EUCLEAN, std::string("virtual: ") + what + ": block " + std::to_string(phys) +
                                       " outside the data region");
   return Status::Ok();
@@ -265,20 +269,23 @@ void VFile::SetDtable(uint64_t vblock, uint64_t entry) {
 }
 
 Status VFile::ApplyEntry(uint64_t e, uint64_t seq, uint64_t* size, bool* recycled, bool to_dtable) {
-  const std::string where = "log entry " + std::to_string(seq);
+  // The message is built only on damage: replay runs for every entry.
+  auto bad = [&](const char* what) {
+    return Status::Error(EUCLEAN, "virtual: log entry " + std::to_string(seq) + ": " + what);
+  };
+  auto phys_ok = [&](uint64_t first, uint64_t n) { return PhysOk(first) && PhysOk(first + n - 1); };
   if (EntryType(e) == kInline) {
     uint64_t v = EntryVblock(e), p = EntryPhys(e), n = EntryBlocks(e);
-    if (v + n > hdr_.vblocks_max) return Status::Error(EUCLEAN, "virtual: " + where + ": virtual blocks out of range");
-    MAPFS_RETURN_IF_ERROR(CheckPhys(p, where.c_str()));
-    MAPFS_RETURN_IF_ERROR(CheckPhys(p + n - 1, where.c_str()));
+    if (v + n > hdr_.vblocks_max) return bad("virtual blocks out of range");
+    if (!phys_ok(p, n)) return bad("blocks outside the data region");
     if (to_dtable)
       for (uint64_t i = 0; i < n; i++) SetDtable(v + i, MakeTableEntry(seq, static_cast<uint32_t>(p + i)));
     *size = std::max(*size, (v + n) * kBlockSize);
     return Status::Ok();
   }
   if (EntryType(e) != kIndirect || ((e >> 24) & 0xffffffff) != 0)
-    return Status::Error(EUCLEAN, "virtual: " + where + ": bad entry type");
-  MAPFS_RETURN_IF_ERROR(CheckPhys(EntryPhys(e), where.c_str()));
+    return bad("bad entry type");
+  if (!phys_ok(EntryPhys(e), 1)) return bad("record block outside the data region");
   alignas(64) char rec[kBlockSize];
   std::memcpy(rec, base_ + uint64_t{EntryPhys(e)} * kBlockSize, kBlockSize);
   // The record is freed only after a checkpoint passes seq: if none did,
@@ -292,20 +299,17 @@ Status VFile::ApplyEntry(uint64_t e, uint64_t seq, uint64_t* size, bool* recycle
   std::memcpy(&rh, rec, sizeof(rh));
   if (rh.magic != kRecordMagic || rh.nruns > kMaxRuns || (rh.size_op != kSizeExtend && rh.size_op != kSizeSet) ||
       rh.size > uint64_t{hdr_.vblocks_max} * kBlockSize)
-    return Status::Error(EUCLEAN, "virtual: " + where + ": bad record block");
+    return bad("bad record block");
   uint32_t crc = rh.crc;
   reinterpret_cast<RecordHeader*>(rec)->crc = 0;
   if (crc != Crc32c(rec, sizeof(RecordHeader) + rh.nruns * sizeof(Run)))
-    return Status::Error(EUCLEAN, "virtual: " + where + ": record block: bad checksum");
+    return bad("record block: bad checksum");
   const Run* runs = reinterpret_cast<const Run*>(rec + sizeof(RecordHeader));
   for (uint32_t i = 0; i < rh.nruns; i++) {
     const Run& r = runs[i];
     if (uint64_t{r.vblock} + r.nblocks > hdr_.vblocks_max)
-      return Status::Error(EUCLEAN, "virtual: " + where + ": record run out of range");
-    if (r.phys != 0) {
-      MAPFS_RETURN_IF_ERROR(CheckPhys(r.phys, where.c_str()));
-      MAPFS_RETURN_IF_ERROR(CheckPhys(uint64_t{r.phys} + r.nblocks - 1, where.c_str()));
-    }
+      return bad("record run out of range");
+    if (r.phys != 0 && !phys_ok(r.phys, r.nblocks)) return bad("record run outside the data region");
   }
   for (uint32_t i = 0; to_dtable && i < rh.nruns; i++) {
     const Run& r = runs[i];

@@ -95,6 +95,7 @@ class VFile {
   void SetDtable(uint64_t vblock, uint64_t entry);
   // The mapping (tagged table entry) of a virtual block now.
   Result<uint64_t> Lookup(uint64_t vblock) const;
+  bool PhysOk(uint64_t phys) const;
   Status CheckPhys(uint64_t phys, const char* what) const;
   // One commit: at most kMaxRunBlocks blocks. `expect_size` (append)
   // commits only if the size at the commit point is that value.
