@@ -170,7 +170,18 @@ Status VFile::Map(int fd, bool writable) {
   void* d = mmap(nullptr, dtable_len_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (d == MAP_FAILED) return Status::FromErrno("virtual: table memory");
   dtable_ = static_cast<uint64_t*>(d);
+  populated_.reset(new std::atomic<uint8_t>[hdr_.pblocks_max / 512 + 1]());
   return Status::Ok();
+}
+
+void VFile::Touch(uint64_t phys) {
+  uint64_t chunk = phys / 512;
+  if (populated_[chunk].load(std::memory_order_relaxed) != 0 || populated_[chunk].exchange(1) != 0) return;
+  uint64_t end = std::min<uint64_t>((chunk + 1) * 512, persist::Load64(&shared()->phys_end));
+  if (end <= chunk * 512) return;
+  // Best effort: without it (old kernels) the pages fault one by one.
+  (void)madvise(base_ + chunk * 512 * kBlockSize, (end - chunk * 512) * kBlockSize,
+                writable_ ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
 }
 
 VFile::~VFile() {
@@ -348,6 +359,7 @@ Result<size_t> VFile::Pread(void* buf, size_t n, uint64_t off) {
       if (p == 0) {
         std::memset(dst + done, 0, len);
       } else {
+        Touch(p);
         std::memcpy(dst + done, base_ + uint64_t{p} * kBlockSize + within, len);
       }
       LoadBarrier();

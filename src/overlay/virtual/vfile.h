@@ -132,6 +132,12 @@ class VFile {
   void Reclaim(bool all);
   Result<size_t> PwriteUnpinned(const void* buf, size_t n, uint64_t off);
 
+  // Fills this process's page tables for the 2 MiB chunk of the file
+  // holding `phys`, once: one madvise instead of a page fault per 4 KiB
+  // block (copy-on-write touches a fresh block on every write).
+  void Touch(uint64_t phys);
+  std::unique_ptr<std::atomic<uint8_t>[]> populated_;
+
   pmem::MetaHeader hdr_{};
   std::atomic<uint64_t> epoch_{1};
   std::atomic<uint64_t> pinned_[kPinSlots] = {};

@@ -130,6 +130,9 @@ Result<size_t> VFile::WriteOnce(const char* buf, size_t n, uint64_t off, const u
     for (uint32_t r = 0; r < a.nruns; r++) Free(a.phys[r], a.len[r]);
     if (rec != 0) Free(rec, 1);
   };
+  for (uint32_t r = 0; r < a.nruns; r++)
+    for (uint64_t p = a.phys[r]; p < uint64_t{a.phys[r]} + a.len[r]; p = (p / 512 + 1) * 512) Touch(p);
+  if (rec != 0) Touch(rec);
   // The caller's bytes.
   for (uint32_t i = 0; i < nb; i++) {
     uint64_t blk = (b0 + i) * kBlockSize;
