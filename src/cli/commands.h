@@ -17,6 +17,8 @@ int Run(const std::vector<std::string>& args);  // mapfs run (run_command.cc)
 int Mount(const std::vector<std::string>& args);   // FUSE (mount_command.cc)
 int Umount(const std::vector<std::string>& args);
 int Version(const std::vector<std::string>& args);
+// mapfs overlay cat|import|export|fsck (overlay_command.cc).
+int Overlay(const std::vector<std::string>& args);
 
 // File verbs on a pool, without a kernel mount: each mounts the pool's
 // file system for the length of the command (fs_commands.cc,

@@ -43,6 +43,8 @@ void Usage(FILE* f) {
                "                        serve POOL at DIR through FUSE, for any program (-f: stay in\n"
                "                        the foreground); SIGINT/SIGTERM unmount cleanly\n"
                "  umount DIR            unmount DIR and wait for its daemon to finish\n"
+               "  overlay cat|import|export|fsck PATH...\n"
+               "                        files of the overlay's virtual engine, outside the shim\n"
                "\n"
                "  bench SUITE [--quick] [--json FILE] [--repeat N] [--size S] [--ops N] [--mode M]\n"
                "                        benchmarks against tmpfs, ext4 and the floor (BENCHMARKS.md); SUITE is\n"
@@ -83,6 +85,7 @@ int main(int argc, char** argv) {
   if (cmd == "mount") return mapfs::cli::Mount(args);
   if (cmd == "umount") return mapfs::cli::Umount(args);
   if (cmd == "version") return mapfs::cli::Version(args);
+  if (cmd == "overlay") return mapfs::cli::Overlay(args);
   std::fprintf(stderr, "mapfs: unknown command '%s'\n", cmd.c_str());
   Usage(stderr);
   return 2;

@@ -110,10 +110,6 @@ int Run(const std::vector<std::string>& args) {
     return 2;
   }
   if (!overlay.empty()) {
-    if (engine == "virtual") {
-      std::fprintf(stderr, "mapfs run: --engine virtual: not built yet (issue 15); use --engine split\n");
-      return 2;
-    }
     char real[PATH_MAX];
     struct stat ost;
     if (::realpath(overlay.c_str(), real) == nullptr || ::stat(real, &ost) != 0 || !S_ISDIR(ost.st_mode)) {

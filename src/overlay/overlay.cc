@@ -1,6 +1,7 @@
 // OpenOverlay: the engine the options name.
 #include "overlay/engine.h"
 #include "overlay/split/split_engine.h"
+#include "overlay/virtual/virtual_engine.h"
 
 namespace mapfs::overlay {
 
@@ -13,7 +14,7 @@ Result<std::unique_ptr<Engine>> OpenOverlay(const Options& o) {
       return std::unique_ptr<Engine>(std::move(*e));
     }
     case EngineKind::kVirtual:
-      return Status::Error(ENOSYS, "overlay: the virtual engine is not built yet");
+      return NewVirtualEngine(o);
   }
   return Status::Error(EINVAL, "overlay: unknown engine");
 }

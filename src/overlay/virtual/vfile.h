@@ -1,0 +1,166 @@
+// VFile: one process's handle on one virtualized file (format.h), shared by
+// every OverlayFile of that file in the process.
+//
+// Concurrency (threads and processes at once, docs/OVERLAY.md):
+// - A write copies its data to fresh blocks, then commits with ONE
+//   compare-and-swap of the log slot at the tail. Writers never lock; a
+//   writer that loses the race moves to the next slot and, if a block it
+//   read-modify-wrote changed meanwhile, recopies that block first.
+// - Each process replays committed entries, in log order, into a private
+//   (DRAM) table; reads look a block up as the newer (by tag) of that table
+//   and the checkpointed table in the file. Readers take no lock and never
+//   wait for a writer or the GC: a read copies a block, then checks that
+//   the block's mapping did not change while it copied, else retries. Only
+//   the replay of entries this process has not seen yet is serialised by a
+//   per-process mutex.
+// - The GC (checkpoint) applies the log into the file's table, in order,
+//   under a cross-process lock word (owner pid; a dead owner's lock is
+//   taken over), then frees superseded data and record blocks. Readers of a
+//   freed block notice the changed mapping and retry.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "overlay/engine.h"
+#include "overlay/virtual/format.h"
+
+namespace mapfs::overlay::vrt {
+
+struct FormatOptions {
+  uint32_t log_slots = 16384;          // power of two >= 64
+  uint32_t vblocks_max = 1u << 20;     // 4 GiB of content
+  uint32_t pblocks_max = 1u << 22;     // 16 GiB file
+};
+
+// Writes an empty virtualized file's metadata into `fd` (an empty regular
+// file opened read-write). Durable on return.
+Status Format(int fd, const FormatOptions& o = {});
+// True if the file starts with the format's magic (a short or plain file is
+// not virtualized). Errors only for I/O failures.
+Result<bool> IsVirtualized(int fd);
+
+class VFile {
+ public:
+  // Attaches to the virtualized file open as `fd` (not taken: VFile
+  // reopens it through /proc/self/fd with O_RDWR, or O_RDONLY if
+  // !writable). Validates the header and replays the log since the last
+  // checkpoint (recovery): EUCLEAN with a message on damage.
+  static Result<std::unique_ptr<VFile>> Attach(int fd, bool writable, Mode mode);
+  ~VFile();
+  VFile(const VFile&) = delete;
+  VFile& operator=(const VFile&) = delete;
+
+  Result<size_t> Pread(void* buf, size_t n, uint64_t off);
+  Result<size_t> Pwrite(const void* buf, size_t n, uint64_t off);
+  Result<uint64_t> Append(const void* buf, size_t n);
+  Result<uint64_t> Size();
+  Status Truncate(uint64_t size);
+  Status Sync();
+  // Checkpoints the log into the table and frees superseded blocks. Waits
+  // for another process's GC only if `wait`.
+  Status Gc(bool wait);
+
+  const pmem::MetaHeader& header() const { return hdr_; }
+  bool dax() const { return dax_; }
+  bool writable() const { return writable_; }
+  // fsck: checks the table, the log since the checkpoint and the bitmap
+  // against each other (vcheck.cc). EUCLEAN with a message on damage.
+  Status Check(std::string* report);
+  // For fsck and tests: the file's mapping and the content block a virtual
+  // block maps to now (0 = hole), after replaying the log.
+  const char* base() const { return base_; }
+  Result<uint32_t> PhysOf(uint64_t vblock);
+
+ private:
+  VFile() = default;
+  Status Map(int fd, bool writable);
+  pmem::MetaShared* shared() const { return reinterpret_cast<pmem::MetaShared*>(base_ + pmem::kSharedOffset); }
+  uint64_t* slot(uint64_t seq) const { return log_ + (seq & (hdr_.log_slots - 1)); }
+  // Brings the DRAM table and size up to the first empty log slot.
+  Status CatchUp();
+  Status CatchUpLocked();
+  // Validates entry `seq` and computes the size after it; with to_dtable,
+  // also applies it to this process's table (the replay, under replay_mu_).
+  Status ApplyEntry(uint64_t e, uint64_t seq, uint64_t* size, bool* recycled, bool to_dtable = true);
+  void SetDtable(uint64_t vblock, uint64_t entry);
+  // The mapping (tagged table entry) of a virtual block now.
+  Result<uint64_t> Lookup(uint64_t vblock) const;
+  bool PhysOk(uint64_t phys) const;
+  Status CheckPhys(uint64_t phys, const char* what) const;
+  // One commit: at most kMaxRunBlocks blocks. `expect_size` (append)
+  // commits only if the size at the commit point is that value.
+  Result<size_t> WriteOnce(const char* buf, size_t n, uint64_t off, const uint64_t* expect_size);
+  Status Commit(uint64_t entry, uint64_t* seq_out, const uint64_t* head, uint64_t head_v,
+                const uint64_t* tail, uint64_t tail_v, const uint64_t* expect_size, bool* retry_copy);
+  Status Durable(bool before_commit);
+  // Allocation from the bitmap (lock-free), growing the file by fallocate.
+  Status Alloc(uint32_t n, uint32_t* runs_phys, uint32_t* runs_len, uint32_t* nruns, uint32_t max_runs);
+  void Free(uint32_t phys, uint32_t n);
+  Status Grow();
+  Status GcLocked();
+  bool TryGcLock();
+  void GcUnlock();
+
+  // Epochs (in-process reclamation of blocks the GC freed). Every call that
+  // may look a block up runs pinned; the GC retires superseded blocks with
+  // the epoch it ends, and they go back to the bitmap once no thread is
+  // pinned at or before it. Other processes' readers are covered by the
+  // validation of every copy (the mapping is looked up again after it).
+  class Pin {
+   public:
+    explicit Pin(VFile* f);
+    ~Pin();
+    Pin(const Pin&) = delete;
+    Pin& operator=(const Pin&) = delete;
+
+   private:
+    VFile* f_;
+    size_t slot_;
+  };
+  static constexpr size_t kPinSlots = 64;
+  void Retire(std::vector<std::pair<uint32_t, uint32_t>>& blocks);
+  void Reclaim(bool all);
+  Result<size_t> PwriteUnpinned(const void* buf, size_t n, uint64_t off);
+
+  // Fills this process's page tables for the 2 MiB chunk of the file
+  // holding `phys`, once: one madvise instead of a page fault per 4 KiB
+  // block (copy-on-write touches a fresh block on every write).
+  void Touch(uint64_t phys);
+  std::unique_ptr<std::atomic<uint8_t>[]> populated_;
+
+  pmem::MetaHeader hdr_{};
+  std::atomic<uint64_t> epoch_{1};
+  std::atomic<uint64_t> pinned_[kPinSlots] = {};
+  std::mutex limbo_mu_;
+  struct Retired {
+    uint32_t phys, n;
+    uint64_t epoch;
+  };
+  std::vector<Retired> limbo_;
+  Mode mode_ = Mode::kPosix;
+  int fd_ = -1;
+  bool writable_ = false;
+  bool dax_ = false;
+  char* base_ = nullptr;
+  size_t map_len_ = 0;
+  uint64_t* log_ = nullptr;
+  uint64_t* bitmap_ = nullptr;
+  uint64_t* ptable_ = nullptr;  // the checkpointed table, in the file
+  uint64_t* dtable_ = nullptr;  // this process's replay, anonymous memory
+  size_t dtable_len_ = 0;
+  std::mutex replay_mu_;
+  std::atomic<uint64_t> applied_{0};  // entries < applied_ are in dtable_/ptable_
+  std::atomic<uint64_t> size_{0};
+};
+
+}  // namespace mapfs::overlay::vrt

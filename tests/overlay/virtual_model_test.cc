@@ -1,0 +1,220 @@
+// The virtual engine against a model: random writes, appends, truncates
+// and reads of one virtualized file compared with a std::string, across
+// log wrap-arounds, checkpoints and reopenings; and the Engine interface
+// (creation formats, plain files stay plain, FixStat).
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <random>
+#include <string>
+#include <sys/mman.h>
+
+#include "virtual_test_util.h"
+
+namespace mapfs::overlay::vrt::testing {
+namespace {
+
+std::string ReadAll(VFile& f) {
+  auto size = f.Size();
+  EXPECT_TRUE(size.ok());
+  std::string out(*size, '\0');
+  auto r = f.Pread(out.data(), out.size(), 0);
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  out.resize(r.ok() ? *r : 0);
+  return out;
+}
+
+void ModelWrite(std::string& m, uint64_t off, const std::string& data) {
+  if (m.size() < off + data.size()) m.resize(off + data.size(), '\0');
+  m.replace(off, data.size(), data);
+}
+
+std::string Pattern(std::mt19937_64& rng, size_t n) {
+  std::string s(n, '\0');
+  for (auto& c : s) c = static_cast<char>('a' + rng() % 26);
+  return s;
+}
+
+TEST(VirtualModel, RandomOpsMatchModelAcrossReopens) {
+  TempDir dir;
+  std::string path = dir.File("f");
+  ASSERT_TRUE(MakeVirtual(path));
+  std::mt19937_64 rng(15);
+  std::string model;
+  auto f = OpenVirtual(path);
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  for (int op = 0; op < 3000; op++) {
+    int kind = static_cast<int>(rng() % 10);
+    if (kind < 5) {
+      uint64_t off = rng() % 300000;
+      size_t n = 1 + rng() % (rng() % 4 == 0 ? 20000 : 5000);
+      std::string d = Pattern(rng, n);
+      auto w = (*f)->Pwrite(d.data(), d.size(), off);
+      ASSERT_TRUE(w.ok()) << w.status().message();
+      ASSERT_EQ(*w, n);
+      ModelWrite(model, off, d);
+    } else if (kind < 7) {
+      std::string d = Pattern(rng, 1 + rng() % 6000);
+      auto a = (*f)->Append(d.data(), d.size());
+      ASSERT_TRUE(a.ok()) << a.status().message();
+      ASSERT_EQ(*a, model.size());
+      model += d;
+    } else if (kind < 8) {
+      uint64_t size = rng() % 320000;
+      ASSERT_TRUE((*f)->Truncate(size).ok());
+      model.resize(size, '\0');
+    } else {
+      uint64_t off = rng() % 330000;
+      size_t n = rng() % 12000;
+      std::string got(n, '\0');
+      auto r = (*f)->Pread(got.data(), n, off);
+      ASSERT_TRUE(r.ok());
+      size_t want = off >= model.size() ? 0 : std::min<size_t>(n, model.size() - off);
+      ASSERT_EQ(*r, want) << "op " << op;
+      if (want > 0) {
+        ASSERT_EQ(got.substr(0, want), model.substr(off, want)) << "op " << op;
+      }
+    }
+    auto size = (*f)->Size();
+    ASSERT_TRUE(size.ok());
+    ASSERT_EQ(*size, model.size()) << "op " << op;
+    if (op % 500 == 499) {
+      // Reopen: the checkpointed table plus the replayed log is the content.
+      f = OpenVirtual(path);
+      ASSERT_TRUE(f.ok()) << f.status().message();
+      ASSERT_EQ(ReadAll(**f), model);
+      std::string report;
+      Status c = CheckFile(path, &report);
+      ASSERT_TRUE(c.ok()) << c.message();
+    }
+  }
+  ASSERT_EQ(ReadAll(**f), model);
+}
+
+TEST(VirtualModel, TruncateZeroesTheTailOfAPartialBlock) {
+  TempDir dir;
+  std::string path = dir.File("f");
+  ASSERT_TRUE(MakeVirtual(path));
+  auto f = OpenVirtual(path);
+  ASSERT_TRUE(f.ok());
+  std::string d(10000, 'x');
+  ASSERT_TRUE((*f)->Pwrite(d.data(), d.size(), 0).ok());
+  ASSERT_TRUE((*f)->Truncate(5000).ok());
+  ASSERT_TRUE((*f)->Truncate(9000).ok());
+  std::string want = std::string(5000, 'x') + std::string(4000, '\0');
+  ASSERT_EQ(ReadAll(**f), want);
+}
+
+TEST(VirtualModel, OverwritesReuseBlocksAfterGc) {
+  // Copy-on-write must not grow the file without bound: the GC frees
+  // superseded blocks for reuse.
+  TempDir dir;
+  std::string path = dir.File("f");
+  ASSERT_TRUE(MakeVirtual(path));
+  auto f = OpenVirtual(path);
+  ASSERT_TRUE(f.ok());
+  std::string d(64 * 1024, 'y');
+  for (int i = 0; i < 2000; i++) ASSERT_TRUE((*f)->Pwrite(d.data(), d.size(), 0).ok());
+  struct stat st {};
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  const uint64_t meta = uint64_t{(*f)->header().data_start} * 4096;
+  EXPECT_LT(static_cast<uint64_t>(st.st_size), meta + 8 * 1024 * 1024) << "2000 x 64 KiB overwrites";
+}
+
+TEST(VirtualModel, ReadOnlyAttachSeesContentAndRefusesWrites) {
+  TempDir dir;
+  std::string path = dir.File("f");
+  ASSERT_TRUE(MakeVirtual(path));
+  {
+    auto f = OpenVirtual(path);
+    ASSERT_TRUE(f.ok());
+    ASSERT_TRUE((*f)->Pwrite("hello", 5, 4090).ok());
+  }
+  auto r = OpenVirtual(path, false);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  char buf[5];
+  ASSERT_EQ(*(*r)->Pread(buf, 5, 4090), 5u);
+  EXPECT_EQ(std::string(buf, 5), "hello");
+  EXPECT_EQ((*r)->Pwrite("x", 1, 0).status().code(), EBADF);
+}
+
+TEST(VirtualEngine, CreateFormatsPlainStaysPlainFixStatGivesContentSize) {
+  TempDir dir;
+  auto e = NewVirtualEngine(Options{dir.path(), EngineKind::kVirtual, Mode::kSync});
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  std::string vpath = dir.File("v"), ppath = dir.File("p");
+  int fd = open(vpath.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  auto of = (*e)->Adopt(fd, O_RDWR | O_CREAT);
+  ASSERT_TRUE(of.ok()) << of.status().message();
+  ASSERT_EQ(*(*of)->Pwrite("abc", 3, 0), 3u);
+  ASSERT_EQ(*(*of)->Append("def", 3), 3u);
+  // A second description of the same file in the process sees the writes.
+  int fd2 = open(vpath.c_str(), O_RDONLY | O_CLOEXEC);
+  auto of2 = (*e)->Adopt(fd2, O_RDONLY);
+  ASSERT_TRUE(of2.ok());
+  char buf[6];
+  ASSERT_EQ(*(*of2)->Pread(buf, 6, 0), 6u);
+  EXPECT_EQ(std::string(buf, 6), "abcdef");
+  struct stat st {};
+  ASSERT_EQ(stat(vpath.c_str(), &st), 0);
+  EXPECT_GT(st.st_size, 6);  // the kernel sees the metadata region
+  ASSERT_TRUE((*e)->FixStat(vpath.c_str(), &st).ok());
+  EXPECT_EQ(st.st_size, 6);
+  EXPECT_TRUE((*of)->Map(nullptr, 4096, PROT_READ, MAP_SHARED, 0).status().code() == ENODEV);
+  ASSERT_TRUE((*of)->Close().ok());
+  ASSERT_TRUE((*of2)->Close().ok());
+
+  // A plain file with content is served by the kernel, untouched.
+  int pfd = open(ppath.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_EQ(write(pfd, "plain", 5), 5);
+  auto pf = (*e)->Adopt(pfd, O_RDWR);
+  ASSERT_TRUE(pf.ok());
+  ASSERT_EQ(*(*pf)->Pwrite("P", 1, 0), 1u);
+  ASSERT_TRUE((*pf)->Close().ok());
+  std::string out;
+  FILE* fp = fopen(ppath.c_str(), "r");
+  ASSERT_NE(fp, nullptr);
+  char pb[16] = {};
+  out.assign(pb, fread(pb, 1, sizeof(pb), fp));
+  fclose(fp);
+  EXPECT_EQ(out, "Plain");
+}
+
+TEST(VirtualTools, ImportExportRoundTrip) {
+  TempDir dir;
+  std::string path = dir.File("f");
+  std::mt19937_64 rng(7);
+  std::string content = Pattern(rng, 300000);
+  {
+    FILE* fp = fopen(path.c_str(), "w");
+    ASSERT_NE(fp, nullptr);
+    fwrite(content.data(), 1, content.size(), fp);
+    fclose(fp);
+  }
+  ASSERT_EQ(chmod(path.c_str(), 0640), 0);
+  Status s = ImportFile(path);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(ImportFile(path).code(), EEXIST);
+  auto f = OpenVirtual(path, false);
+  ASSERT_TRUE(f.ok());
+  ASSERT_EQ(ReadAll(**f), content);
+  std::string report;
+  ASSERT_TRUE(CheckFile(path, &report).ok());
+  struct stat st {};
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0640u);
+  s = ExportFile(path);
+  ASSERT_TRUE(s.ok()) << s.message();
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  ASSERT_EQ(static_cast<size_t>(st.st_size), content.size());
+  std::string back(content.size(), '\0');
+  int fd = open(path.c_str(), O_RDONLY);
+  ASSERT_EQ(pread(fd, back.data(), back.size(), 0), static_cast<ssize_t>(back.size()));
+  close(fd);
+  EXPECT_EQ(back, content);
+}
+
+}  // namespace
+}  // namespace mapfs::overlay::vrt::testing
