@@ -177,7 +177,10 @@ TEST(VirtualConcurrency, ProcessesRewritingSharedBlocksLoseNoUpdate) {
     ASSERT_GE(pid, 0);
     if (pid == 0) {
       auto f = OpenVirtual(path, true, Mode::kPosix);
-      if (!f.ok()) _exit(2);
+      if (!f.ok()) {
+        std::fprintf(stderr, "[writer %u] open: %s\n", p, f.status().ToString().c_str());
+        _exit(2);
+      }
       WriterLoop(**f, p, kProcs, kIters, 500 + p);
       _exit(::testing::Test::HasFailure() ? 1 : 0);
     }

@@ -131,6 +131,10 @@ Result<std::unique_ptr<VFile>> VFile::Attach(int fd, bool writable, Mode mode) {
   MAPFS_RETURN_IF_ERROR(f->Map(fd, writable));
   MetaShared* sh = f->shared();
   uint64_t pe = persist::Load64(&sh->phys_end);
+  // A writer publishes phys_end only after the fallocate that covers it, so
+  // a size read after phys_end covers it (the first fstat may predate the
+  // growth of another process's write).
+  if (fstat(fd, &st) != 0) return Status::FromErrno("virtual: fstat");
   if (pe < h.data_start || pe > h.pblocks_max || pe * kBlockSize > static_cast<uint64_t>(st.st_size))
     return Status::Error(EUCLEAN, "virtual: meta block: allocated end " + std::to_string(pe) +
                                       " outside the file");
