@@ -170,11 +170,14 @@ Result<uint64_t> InodeTable::Reserve() {
   uint64_t nseg = segments();
   uint64_t hint = sh->inode_hint.load();
   if (hint >= SegBase(static_cast<int>(nseg))) hint = 0;
-  // Two passes: from the hint to the end, then from the start.
+  // Two passes: from the word holding the hint to the end, then from the
+  // start. The first pass starts at that word directly (segment bases are
+  // multiples of 64): a create must not cost a step per inode made before.
+  const int hint_seg = SegOf(hint);
+  const uint64_t hint_word = (hint - SegBase(hint_seg)) / 64;
   for (int pass = 0; pass < 2; pass++) {
-    for (int seg = 0; seg < static_cast<int>(nseg); seg++) {
-      for (uint64_t w = 0; w < SegSlots(seg) / 64; w++) {
-        if (pass == 0 && SegBase(seg) + (w + 1) * 64 <= hint) continue;
+    for (int seg = pass == 0 ? hint_seg : 0; seg < static_cast<int>(nseg); seg++) {
+      for (uint64_t w = pass == 0 && seg == hint_seg ? hint_word : 0; w < SegSlots(seg) / 64; w++) {
         auto* word = BitmapWord(seg, w * 64);
         uint64_t v = word->load();
         if (~v == 0) continue;
