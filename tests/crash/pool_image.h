@@ -189,7 +189,9 @@ class PoolImage {
     s.push_back({"directory roots", roots, root_crc, root_live});
     s.push_back({"directory blocks", blocks, {}, block_live});
     if (!nodes.empty()) s.push_back({"directory index nodes", nodes, {}, {}});
-    s.push_back({"file data", FileData(), {}, {}});
+    // Block-mapped pools keep files' bytes in the mapping area ("mapped
+    // blocks" below), not in partitions.
+    if (auto fd = FileData(); !fd.empty() || h.files_kind == 0) s.push_back({"file data", fd, {}, {}});
     MappingArea(&s);
     return s;
   }
@@ -239,6 +241,18 @@ class PoolImage {
         if (Get<uint64_t>(o) != 0) live.push_back({o, 8});
       s->push_back({"block bitmap", {{a + mh->bitmap_off, mh->bitmap_bytes}}, {}, live});
     }
+    // Blocks in use (hashfs: live slots; the others: bitmap bits, tree
+    // nodes included), the first 4096.
+    std::vector<Range> used;
+    for (uint64_t b = 0; b < mh->nblocks && used.size() < 4096; b++) {
+      bool u = kind == m::Kind::kHashFs
+                   ? (Get<uint64_t>(a + mh->table_off + 8 * b) != m::kEmptyKey &&
+                      Get<uint64_t>(a + mh->table_off + 8 * b) != m::kTombKey)
+                   : (Get<uint64_t>(a + mh->bitmap_off + b / 64 * 8) >> (b % 64) & 1) != 0;
+      uint64_t o = a + mh->data_off + b * m::kBlockSize;
+      if (u && o + m::kBlockSize <= b_.size()) used.push_back({o, m::kBlockSize});
+    }
+    if (!used.empty()) s->push_back({"mapped blocks", used, {}, {}});
   }
 
  private:
