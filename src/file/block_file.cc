@@ -294,8 +294,36 @@ Status FileData::ClearStaging(uint64_t s_ino) {
 
 Status FileData::ClearAllStaging() {
   if (!mapper_) return Status::Ok();
-  for (int slot = 0; slot < medium::kMaxMounts; slot++)
-    MAPFS_RETURN_IF_ERROR(ClearStaging(FileInoLimit() + static_cast<uint64_t>(slot)));
+  // After a crash the first hole does not end a slot's staging blocks: an
+  // Insert or Remove of many blocks fences once, so a crash may keep any
+  // subset of its stores (found by the crash-state enumeration and the
+  // kills once fsck looked for staging blocks). So each slot's last mapped
+  // block is found first: one pass over a global table, or a walk of the
+  // slot's tree, whose holes are skipped a subtree at a time.
+  const uint64_t first = FileInoLimit();
+  std::vector<uint64_t> end(medium::kMaxMounts, 0);
+  if (mapper_->kind() == map::Kind::kHashFs || mapper_->kind() == map::Kind::kCuckoo) {
+    MAPFS_RETURN_IF_ERROR(mapper_->ForEachMapping([&](map::Ino ino, map::FileBlock f, map::Block, uint64_t n) {
+      if (ino >= first && ino - first < end.size()) end[ino - first] = std::max(end[ino - first], f.v + n);
+    }));
+  } else {
+    for (size_t slot = 0; slot < end.size(); slot++) {
+      map::Cursor c{};
+      for (uint64_t f = 0; f < map::format::kMaxFileBlock;) {
+        map::Mapping m;
+        int rc = mapper_->Lookup(&c, first + slot, map::FileBlock(f), &m);
+        if (rc != 0) return Status::Error(-rc, "staging blocks: mapping lookup failed");
+        uint64_t n = std::max<uint64_t>(m.len, 1);
+        if (m.mapped) end[slot] = f + n;
+        f += n;
+      }
+    }
+  }
+  for (size_t slot = 0; slot < end.size(); slot++) {
+    if (end[slot] == 0) continue;
+    map::Cursor c{};
+    MAPFS_RETURN_IF_ERROR(FreeBlocks(&c, first + slot, 0, end[slot] << kShift));
+  }
   return Status::Ok();
 }
 

@@ -37,8 +37,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "common/status.h"
@@ -90,6 +92,26 @@ class FileData {
   // Recovery: frees the blocks a crashed write or allocation left past the
   // end of `ino` (between its size and its blocks_end).
   Status TrimBlocks(uint64_t ino, meta::format::Inode* in);
+
+  // fsck of a block-mapped pool (block_check.cc): what the mapping area
+  // maps, against the inodes. `inode(ino)` is inode `ino` or null (out of
+  // range). Findings, one per inode and kind: blocks mapped twice (not
+  // freeable: two owners claim them); blocks of an inode that is not a live
+  // regular file (an orphaned mapping); blocks at or past a file's
+  // blocks_end (no write maps there: the invariant recovery relies on);
+  // staging blocks when `alone` (no other mount may be mid-write: on a
+  // clean pool they are all freed). The mapper's own Check runs apart.
+  struct BlockFinding {
+    uint64_t ino = 0;
+    uint64_t from = 0, to = 0;  // file blocks [from, to) holding the mappings
+    uint64_t blocks = 0;        // mapped blocks in that range
+    bool freeable = false;      // RepairBlock may free them
+    std::string what;
+  };
+  using InodeFn = std::function<const meta::format::Inode*(uint64_t)>;
+  Status CheckBlocks(const InodeFn& inode, bool alone, std::vector<BlockFinding>* out);
+  // fsck --repair: zeroes, then unmaps, the blocks of a freeable finding.
+  Status RepairBlock(const BlockFinding& f);
 
   // Largest file size: the largest partition below the top level.
   uint64_t max_size() const { return max_size_; }

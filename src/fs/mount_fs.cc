@@ -221,6 +221,12 @@ FsCheckReport FileSystem::Check() {
   if (data_->block_mapped()) {
     Status ms = data_->mapper()->Check();
     if (!ms.ok()) r.problems.push_back("mapping area: " + ms.message());
+    // Whom it maps for: live files within their blocks_end, each block once.
+    std::vector<file::FileData::BlockFinding> found;
+    Status bs = data_->CheckBlocks([&](uint64_t ino) -> const Inode* { return inodes_->Get(ino); },
+                                   mount_->pool().exclusive_open(), &found);
+    if (!bs.ok()) r.problems.push_back("mapping area: " + bs.message());
+    for (auto& f : found) r.problems.push_back(f.what);
   }
   // Partitions: every reference must be an allocated partition of the
   // level the inode says, referenced once; every allocated one referenced.
@@ -363,6 +369,23 @@ FsCheckReport FileSystem::Repair() {
   orphans.erase(std::unique(orphans.begin(), orphans.end()), orphans.end());
   for (uint64_t ino : orphans)
     if (KillInode(ino).ok()) r.repairs.push_back("inode " + std::to_string(ino) + ": unreachable, freed");
+  if (data_->block_mapped()) {
+    // Mappings no file owns (or past a file's blocks_end) go back to the
+    // area, zeroed, after the orphaned inodes above freed theirs.
+    std::vector<file::FileData::BlockFinding> found;
+    Status bs = data_->CheckBlocks([&](uint64_t ino) -> const Inode* { return inodes_->Get(ino); },
+                                   mount_->pool().exclusive_open(), &found);
+    if (!bs.ok()) r.problems.push_back("mapping area: " + bs.message());
+    for (auto& f : found) {
+      if (!f.freeable) continue;
+      Status fs = data_->RepairBlock(f);
+      if (fs.ok())
+        r.repairs.push_back("inode " + std::to_string(f.ino) + ": freed " + std::to_string(f.blocks) +
+                            " orphaned block mappings");
+      else
+        r.problems.push_back("inode " + std::to_string(f.ino) + ": orphaned block mappings not freed: " + fs.message());
+    }
+  }
   uint64_t freed = 0;
   st = CollectLeaks(&freed);
   if (!st.ok()) r.problems.push_back("leak collection: " + st.message());

@@ -318,6 +318,21 @@ Status CuckooMapper::Check() {
   return Status::Ok();
 }
 
+// One entry per mapped file block (a run entry names its own block first).
+Status CuckooMapper::ForEachMapping(const MappingFn& fn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t nent = uint64_t{nb_} * kCuckooSlots;
+  for (uint64_t idx = 0; idx < nent; idx++) {
+    uint64_t k = Load64(&table_[idx].key), v = Load64(&table_[idx].value);
+    if (k == kEmptyKey) continue;
+    uint64_t blk = ValueBlock(v);
+    if (blk >= nblocks_)
+      return Damage("cuckoo entry", table_off_ + idx * sizeof(Entry), "block " + std::to_string(blk) + " outside the block area");
+    fn(format::KeyIno(k), FileBlock(format::KeyFileBlock(k)), Block(blk), 1);
+  }
+  return Status::Ok();
+}
+
 Usage CuckooMapper::usage() const {
   Usage u;
   u.blocks = nblocks_;

@@ -49,6 +49,7 @@ class CuckooMapper final : public Mapper {
   Status Insert(Cursor* c, Ino ino, FileBlock fblk, uint64_t count) override;
   Status Remove(Cursor* c, Ino ino, FileBlock from, uint64_t count) override;
   Status Check() override;
+  Status ForEachMapping(const MappingFn& fn) override;
   Usage usage() const override;
 
   void Load() { bm_.Load(); }

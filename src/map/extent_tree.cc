@@ -24,6 +24,8 @@ using format::kExtentLeafCap;
 using format::kExtentMagic;
 
 constexpr uint64_t kNoBound = ~uint64_t{0};
+// The bytes a dropped node is overwritten with (Commit).
+alignas(64) constexpr char kZeroBlock[kBlockSize] = {};
 
 uint32_t Cap(int level) { return level == 0 ? kExtentLeafCap : kExtentIndexCap; }
 const ExtentNodeHeader* Hdr(const char* n) { return reinterpret_cast<const ExtentNodeHeader*>(n); }
@@ -223,8 +225,16 @@ Status ExtentMapper::Commit(Ino ino, uint64_t new_root, uint64_t new_height) {
   medium::Tx tx;
   bool fresh = false;
   for (auto& [blk, img] : imgs_) {
-    if (img->dropped) continue;
     char* dst = block_ptr(Block(blk));
+    if (img->dropped) {
+      // Free blocks read as zero (src/file/block_file.cc): a node this step
+      // unlinks is zeroed by the same transaction that frees it, else a
+      // later Insert would hand its extents to a file as data (found by the
+      // crash-state enumeration on extent pools). Fresh nodes were never
+      // written.
+      if (!img->fresh) tx.PutBytesRef(pool_->offset_of(dst), kZeroBlock, kBlockSize);
+      continue;
+    }
     if (img->fresh) {
       medium::CopyNt(dst, img->b, kBlockSize);  // unlinked until the commit
       fresh = true;

@@ -271,6 +271,16 @@ Status HashFsMapper::Check() {
   return Status::Ok();
 }
 
+// The slot index is the block: one pass over the table.
+Status HashFsMapper::ForEachMapping(const MappingFn& fn) {
+  for (uint32_t s = 0; s < n_; s++) {
+    uint64_t v = Load64(&slots_[s]);
+    if (v == kEmptyKey || v == kTombKey) continue;
+    fn(format::KeyIno(v), FileBlock(format::KeyFileBlock(v)), Block(s), 1);
+  }
+  return Status::Ok();
+}
+
 Usage HashFsMapper::usage() const {
   Usage u;
   u.blocks = n_;

@@ -43,6 +43,7 @@ class HashFsMapper final : public Mapper {
   Status Insert(Cursor* c, Ino ino, FileBlock fblk, uint64_t count) override;
   Status Remove(Cursor* c, Ino ino, FileBlock from, uint64_t count) override;
   Status Check() override;
+  Status ForEachMapping(const MappingFn& fn) override;
   Usage usage() const override;
 
   // Counts the live entries (at open).

@@ -1,6 +1,7 @@
 // Mapper: formatting and opening a mapping area, and what all designs share.
 #include "map/mapper.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -190,6 +191,29 @@ Result<Kind> ParseKind(const std::string& s) {
   for (Kind k : {Kind::kHashFs, Kind::kCuckoo, Kind::kExtent, Kind::kRadix})
     if (s == ToString(k)) return k;
   return Status::Error(EINVAL, "unknown mapping design '" + s + "' (hashfs, cuckoo, extent, radix)");
+}
+
+Status Mapper::ForEachMapping(const MappingFn& fn) {
+  for (Ino ino = 1; ino < max_ino_; ino++) {
+    Cursor c{};
+    uint64_t f = 0;
+    while (f < format::kMaxFileBlock) {
+      Mapping m;
+      int rc = Lookup(&c, ino, FileBlock(f), &m);
+      if (rc != 0)
+        return Status::Error(-rc, "inode " + std::to_string(ino) + " file block " + std::to_string(f) +
+                                      ": mapping lookup failed");
+      uint64_t n = std::min<uint64_t>(std::max<uint64_t>(m.len, 1), format::kMaxFileBlock - f);
+      if (m.mapped) {
+        if (m.blk.v >= nblocks_ || n > nblocks_ - m.blk.v)
+          return Status::Error(EUCLEAN, "inode " + std::to_string(ino) + " file block " + std::to_string(f) +
+                                            ": run outside the block area");
+        fn(ino, FileBlock(f), m.blk, n);
+      }
+      f += n;
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace mapfs::map

@@ -31,6 +31,7 @@
 #include <atomic>
 #include <compare>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -138,6 +139,14 @@ class Mapper {
   // damage found (entries unreachable or duplicated, blocks out of range,
   // mapped twice, mapped but free, in use but unreferenced, bad nodes).
   virtual Status Check() = 0;
+  // fsck's cross-check with the inodes: calls fn(ino, first file block,
+  // first block, n) for every mapped run (n >= 1; runs may be cut anywhere),
+  // in no particular order. EUCLEAN if the structure cannot be walked. The
+  // default walks inode numbers 1 .. max_ino() with Lookup (the per-file
+  // trees, whose holes are skipped a subtree at a time); the global tables
+  // scan their entries. Callers serialise it against changes.
+  using MappingFn = std::function<void(Ino, FileBlock, Block, uint64_t)>;
+  virtual Status ForEachMapping(const MappingFn& fn);
   virtual Usage usage() const = 0;
 
   Kind kind() const { return kind_; }

@@ -317,6 +317,9 @@ Status RadixMapper::Shrink(Ino ino) {
     // Lower by a level: child 0 becomes the root.
     pend_.Put(rw, Load64(&n[0]));
     pend_.Put(hw, h - 1);
+    // The freed root must read as zero (free blocks do; a later Insert may
+    // hand it to a file): its one pointer goes in the same transaction.
+    pend_.Put(node(r - 1), 0);
     bm_.Free(r - 1, 1);
     node_delta_--;
   }

@@ -263,6 +263,10 @@ void FixChecksums(std::string* img, const Structure& s) {
     uint64_t o = s.ranges[0].off;
     uint32_t c = Crc32c(b + o, offsetof(meta::format::Superblock, checksum));
     std::memcpy(b + o + offsetof(meta::format::Superblock, checksum), &c, 4);
+  } else if (s.name == "mapping header") {
+    uint64_t o = s.ranges[0].off;
+    uint32_t c = Crc32c(b + o, offsetof(map::format::MapHeader, checksum));
+    std::memcpy(b + o + offsetof(map::format::MapHeader, checksum), &c, 4);
   } else if (s.name == "directory roots") {
     for (auto& r : s.ranges) {
       char buf[dir::format::kRootCrcBytes];

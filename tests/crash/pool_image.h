@@ -16,6 +16,7 @@
 
 #include "common/crc32c.h"
 #include "dir/cib_format.h"
+#include "map/map_format.h"
 #include "medium/pool_format.h"
 #include "medium/redo_log.h"
 #include "meta/fs_format.h"
@@ -188,11 +189,93 @@ class PoolImage {
     s.push_back({"directory roots", roots, root_crc, root_live});
     s.push_back({"directory blocks", blocks, {}, block_live});
     if (!nodes.empty()) s.push_back({"directory index nodes", nodes, {}, {}});
-    s.push_back({"file data", FileData(), {}, {}});
+    // Block-mapped pools keep files' bytes in the mapping area ("mapped
+    // blocks" below), not in partitions.
+    if (auto fd = FileData(); !fd.empty() || h.files_kind == 0) s.push_back({"file data", fd, {}, {}});
+    MappingArea(&s);
     return s;
   }
 
+  // Block-mapped pools (mkfs --files): the mapping area's header (its own
+  // checksum), the design's table (hash slots, cuckoo entries) or tree
+  // roots and nodes, and the block bitmap; live = entries in use.
+  const map::format::MapHeader* MapHeader() const {
+    const auto& h = header();
+    if (h.files_kind == 0 || h.map_off == 0 || h.map_off + sizeof(map::format::MapHeader) > b_.size()) return nullptr;
+    return reinterpret_cast<const map::format::MapHeader*>(b_.data() + h.map_off);
+  }
+  void MappingArea(std::vector<Structure>* s) const {
+    namespace m = map::format;
+    const m::MapHeader* mh = MapHeader();
+    if (mh == nullptr) return;
+    const uint64_t a = header().map_off;
+    s->push_back({"mapping header", {{a, sizeof(m::MapHeader)}}, {{a, sizeof(m::MapHeader)}}, {{a, 112}}});
+    auto in = [&](uint64_t off, uint64_t len) { return off != 0 && a + off + len <= b_.size(); };
+    const auto kind = static_cast<m::Kind>(mh->kind);
+    if (kind == m::Kind::kHashFs && in(mh->table_off, mh->table_bytes)) {
+      std::vector<Range> live;
+      for (uint64_t o = a + mh->table_off; o < a + mh->table_off + mh->table_bytes; o += 8)
+        if (Get<uint64_t>(o) != m::kEmptyKey) live.push_back({o, 8});
+      s->push_back({"hash slots", {{a + mh->table_off, mh->table_bytes}}, {}, live});
+    }
+    if (kind == m::Kind::kCuckoo && in(mh->table_off, mh->table_bytes)) {
+      std::vector<Range> live;
+      for (uint64_t o = a + mh->table_off; o < a + mh->table_off + mh->table_bytes; o += 16)
+        if (Get<uint64_t>(o) != m::kEmptyKey) live.push_back({o, 16});
+      s->push_back({"cuckoo entries", {{a + mh->table_off, mh->table_bytes}}, {}, live});
+    }
+    if ((kind == m::Kind::kExtent || kind == m::Kind::kRadix) && in(mh->roots_off, mh->roots_bytes)) {
+      std::vector<Range> live, nodes;
+      for (uint64_t o = a + mh->roots_off; o < a + mh->roots_off + mh->roots_bytes; o += 16) {
+        auto r = Get<m::RootRecord>(o);
+        if (r.root == 0) continue;
+        live.push_back({o, 16});
+        TreeNodes(*mh, kind, r.root - 1, static_cast<int>(r.height) - 1, &nodes);
+      }
+      s->push_back({"tree roots", {{a + mh->roots_off, mh->roots_bytes}}, {}, live});
+      if (!nodes.empty()) s->push_back({"tree nodes", nodes, {}, {}});
+    }
+    if (in(mh->bitmap_off, mh->bitmap_bytes)) {
+      std::vector<Range> live;
+      for (uint64_t o = a + mh->bitmap_off; o < a + mh->bitmap_off + mh->bitmap_bytes; o += 8)
+        if (Get<uint64_t>(o) != 0) live.push_back({o, 8});
+      s->push_back({"block bitmap", {{a + mh->bitmap_off, mh->bitmap_bytes}}, {}, live});
+    }
+    // Blocks in use (hashfs: live slots; the others: bitmap bits, tree
+    // nodes included), the first 4096.
+    std::vector<Range> used;
+    for (uint64_t b = 0; b < mh->nblocks && used.size() < 4096; b++) {
+      bool u = kind == m::Kind::kHashFs
+                   ? (Get<uint64_t>(a + mh->table_off + 8 * b) != m::kEmptyKey &&
+                      Get<uint64_t>(a + mh->table_off + 8 * b) != m::kTombKey)
+                   : (Get<uint64_t>(a + mh->bitmap_off + b / 64 * 8) >> (b % 64) & 1) != 0;
+      uint64_t o = a + mh->data_off + b * m::kBlockSize;
+      if (u && o + m::kBlockSize <= b_.size()) used.push_back({o, m::kBlockSize});
+    }
+    if (!used.empty()) s->push_back({"mapped blocks", used, {}, {}});
+  }
+
  private:
+  // The nodes of one file's tree (level = height - 1 at its root).
+  void TreeNodes(const map::format::MapHeader& mh, map::format::Kind kind, uint64_t blk, int level,
+                 std::vector<Range>* out) const {
+    namespace m = map::format;
+    if (blk >= mh.nblocks || level < 0 || level > 8 || out->size() > 4096) return;
+    const uint64_t n = header().map_off + mh.data_off + blk * m::kBlockSize;
+    if (n + m::kBlockSize > b_.size()) return;
+    if (kind == m::Kind::kExtent) {
+      out->push_back({n, m::kBlockSize});
+      auto h = Get<m::ExtentNodeHeader>(n);
+      if (level == 0 || h.magic != m::kExtentMagic) return;
+      for (uint32_t i = 0; i < h.count && i < m::kExtentIndexCap; i++)
+        TreeNodes(mh, kind, Get<m::ExtentIndex>(n + sizeof h + 16 * uint64_t(i)).child, level - 1, out);
+    } else {
+      out->push_back({n, m::kBlockSize});
+      if (level == 0) return;
+      for (uint64_t i = 0; i < m::kRadixFanout; i++)
+        if (uint64_t p = Get<uint64_t>(n + 8 * i)) TreeNodes(mh, kind, p - 1, level - 1, out);
+    }
+  }
   void Walk(uint64_t table, int level, std::vector<Range>* r) const {
     if (table + 4096 > b_.size()) return;
     r->push_back({table, 4096});

@@ -7,7 +7,7 @@
 # Usage: access_test.sh PATH/TO/mapfs
 source "$(dirname "$0")/common.sh" "$@"
 pool=$WORK/p.pool
-"$MAPFS" mkfs "$pool" --size 64M >/dev/null
+"$MAPFS" mkfs "$pool" --size 64M ${MAPFS_TEST_FILES:+--files "$MAPFS_TEST_FILES"} >/dev/null
 ln -s "$pool" "$WORK/link.pool"
 mkdir -p "$WORK/m"
 if out=$("$MAPFS" mount "$WORK/link.pool" "$WORK/m" 2>&1); then

@@ -10,7 +10,7 @@
 source "$(dirname "$0")/common.sh" "$@"
 P=$WORK/pool M=$WORK/mnt
 chmod 0755 "$WORK"  # user daemon must reach the mount
-"$MAPFS" mkfs "$P" --size 256M >/dev/null
+"$MAPFS" mkfs "$P" --size 256M ${MAPFS_TEST_FILES:+--files "$MAPFS_TEST_FILES"} >/dev/null
 mount_pool "$P" "$M"
 
 python3 - "$M" <<'EOF' || fail "copy_file_range / lseek / unlinked open file (see above)"

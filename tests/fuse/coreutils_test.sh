@@ -82,7 +82,7 @@ run_on() {  # run_on DIR OUT
 run_on "$WORK/tmpfs" "$WORK/native"
 list "$WORK/tmpfs" >"$WORK/native.tree"
 
-"$MAPFS" mkfs "$WORK/pool" --size 512M >/dev/null
+"$MAPFS" mkfs "$WORK/pool" --size 512M ${MAPFS_TEST_FILES:+--files "$MAPFS_TEST_FILES"} >/dev/null
 mount_pool "$WORK/pool" "$WORK/mnt"
 run_on "$WORK/mnt/t" "$WORK/mapfs"
 list "$WORK/mnt/t" >"$WORK/mapfs.tree"

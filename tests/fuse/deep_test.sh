@@ -13,7 +13,7 @@ source "$(dirname "$0")/common.sh" "$@"
 depth=${2:-2500}
 P=$WORK/pool M=$WORK/mnt T=$WORK/tmpfs
 mkdir -p "$T"
-"$MAPFS" mkfs "$P" --size 512M >/dev/null
+"$MAPFS" mkfs "$P" --size 512M ${MAPFS_TEST_FILES:+--files "$MAPFS_TEST_FILES"} >/dev/null
 mount_pool "$P" "$M"
 
 # Prints "TOTAL FIRST LAST" (milliseconds: the whole loop, its first and

@@ -11,7 +11,7 @@ fsx=$(command -v fsx || true)
 done
 [ -n "$fsx" ] || fail "fsx is not installed (cargo install fsx; scripts/install-deps.sh does it)"
 P=$WORK/pool M=$WORK/mnt
-"$MAPFS" mkfs "$P" --size 512M >/dev/null
+"$MAPFS" mkfs "$P" --size 512M ${MAPFS_TEST_FILES:+--files "$MAPFS_TEST_FILES"} >/dev/null
 mount_pool "$P" "$M"
 if ! "$fsx" -N "$ops" -S 42 -P "$WORK" "$M/fsx.dat" >"$WORK/log" 2>&1; then
   tail -40 "$WORK/log" >&2

@@ -46,7 +46,7 @@ chmod 0755 "$WORK"  # the other users must reach both trees
 mkdir -p "$T" "$WORK/other"
 # --top-level 9: files may reach 64 GiB (pjdfstest writes at 2 GiB); the
 # pool file stays sparse.
-"$MAPFS" mkfs "$P" --size 1G --top-level 9 >/dev/null
+"$MAPFS" mkfs "$P" --size 1G --top-level 9 ${MAPFS_TEST_FILES:+--files "$MAPFS_TEST_FILES"} >/dev/null
 mount_pool "$P" "$M"
 mkdir "$M/other"
 

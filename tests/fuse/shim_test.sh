@@ -5,7 +5,7 @@
 # Usage: shim_test.sh PATH/TO/mapfs
 source "$(dirname "$0")/common.sh" "$@"
 P=$WORK/pool M=$WORK/mnt
-"$MAPFS" mkfs "$P" --size 256M >/dev/null
+"$MAPFS" mkfs "$P" --size 256M ${MAPFS_TEST_FILES:+--files "$MAPFS_TEST_FILES"} >/dev/null
 mount_pool "$P" "$M"
 shim() { "$MAPFS" run --pool "$P" -- "$@"; }
 

@@ -78,7 +78,7 @@ wait_exit() {
 
 for sig in INT TERM KILL; do
   P=$WORK/pool-$sig M=$WORK/mnt-$sig L=$WORK/log-$sig
-  "$MAPFS" mkfs "$P" --size 512M --mode posix >/dev/null
+  "$MAPFS" mkfs "$P" --size 512M --mode posix ${MAPFS_TEST_FILES:+--files "$MAPFS_TEST_FILES"} >/dev/null
   mkdir -p "$M"
   : >"$L"
   "$MAPFS" mount "$P" "$M" -f 2>"$WORK/daemon-$sig.err" &

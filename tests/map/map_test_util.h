@@ -160,4 +160,13 @@ inline void ExpectMatches(Mapper* m, const Model& model, Ino nino, uint64_t span
   EXPECT_EQ(m->usage().used_blocks, model.fwd.size());
 }
 
+// The first block of `m`'s block area that holds a nonzero byte, or -1.
+// Free blocks must read as zero: Insert hands them to files as fresh data.
+inline int64_t FirstNonzeroBlock(Mapper* m) {
+  static const char zero[format::kBlockSize] = {};
+  for (uint64_t b = 0; b < m->nblocks(); b++)
+    if (std::memcmp(m->block_ptr(Block(b)), zero, sizeof zero) != 0) return static_cast<int64_t>(b);
+  return -1;
+}
+
 }  // namespace mapfs::map

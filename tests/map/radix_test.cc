@@ -62,6 +62,22 @@ TEST_F(RadixTest, GrowsAndShrinksInLevels) {
   EXPECT_TRUE(m()->Check().ok()) << Describe(m()->Check());
 }
 
+// Regression: lowering the tree freed the old root with its pointer to
+// child 0 still in it, and a later Insert could hand that block to a file
+// (free blocks must read as zero). The pointer is cleared in the same
+// transaction: with nothing mapped, every block is zero.
+TEST_F(RadixTest, FreedNodesReadAsZero) {
+  Cursor c;
+  ASSERT_TRUE(m()->Insert(&c, 2, FileBlock(0), 1).ok());
+  ASSERT_TRUE(m()->Insert(&c, 2, FileBlock(512 * 512 + 7), 1).ok());
+  ASSERT_EQ(rm_->height(2), 3u);
+  ASSERT_TRUE(m()->Remove(&c, 2, FileBlock(512 * 512), kToEnd).ok());
+  EXPECT_EQ(rm_->height(2), 1u);  // lowered twice: two roots freed
+  ASSERT_TRUE(m()->Remove(&c, 2, FileBlock(0), kToEnd).ok());
+  EXPECT_EQ(m()->usage().node_blocks, 0u);
+  EXPECT_EQ(FirstNonzeroBlock(m()), -1);
+}
+
 TEST_F(RadixTest, TheCursorKeepsTheLeafAndARemovalDropsIt) {
   Cursor c;
   ASSERT_TRUE(m()->Insert(&c, 4, FileBlock(1000), 40).ok());

@@ -16,7 +16,7 @@ pass=0 fail=0
 recoveries() { "$mapfs" info "$pool" | sed -n 's/.* \([0-9][0-9]*\) recoveries.*/\1/p'; }
 check() {  # check WANT_RECOVERIES DESCRIPTION COMMAND
   local want=$1 what=$2 cmd=$3
-  "$mapfs" mkfs "$pool" --size 64M >/dev/null
+  "$mapfs" mkfs "$pool" --size 64M ${MAPFS_TEST_FILES:+--files "$MAPFS_TEST_FILES"} >/dev/null
   "$mapfs" run --pool "$pool" -- bash -c "$cmd" >/dev/null
   local got
   got=$(recoveries)

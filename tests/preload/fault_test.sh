@@ -14,7 +14,7 @@ work=$(mktemp -d /dev/shm/mapfs-fault-test-XXXXXX)
 trap 'rm -rf "$pool" "$work"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 run() { "$mapfs" run --pool "$pool" -- "$@"; }
-"$mapfs" mkfs "$pool" --size 1G >/dev/null
+"$mapfs" mkfs "$pool" --size 1G ${MAPFS_TEST_FILES:+--files "$MAPFS_TEST_FILES"} >/dev/null
 
 echo "== heavy pool I/O with an aborting handler: a fresh pool"
 run mkdir /mapfs/fresh

@@ -9,7 +9,7 @@ mapfs=$1
 command -v fio >/dev/null || { echo "FAIL: fio is not installed (Debian package fio)" >&2; exit 1; }
 pool=/dev/shm/mapfs-fio-test-$$.pool
 trap 'rm -f "$pool"' EXIT
-"$mapfs" mkfs "$pool" --size 512M >/dev/null
+"$mapfs" mkfs "$pool" --size 512M ${MAPFS_TEST_FILES:+--files "$MAPFS_TEST_FILES"} >/dev/null
 out=$("$mapfs" run --pool "$pool" -- fio --name=verify --filename=/mapfs/fio.dat --ioengine=psync \
   --rw=randrw --rwmixread=50 --bs=4k --size=64M --verify=crc32c --do_verify=1 --verify_fatal=1 --verify_state_save=0 \
   --output-format=terse --terse-version=3)

@@ -14,7 +14,7 @@ work=$(mktemp -d /dev/shm/mapfs-fsx-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 for mode in sync strict; do
   pool=$work/$mode.pool
-  "$mapfs" mkfs "$pool" --size 512M >/dev/null
+  "$mapfs" mkfs "$pool" --size 512M ${MAPFS_TEST_FILES:+--files "$MAPFS_TEST_FILES"} >/dev/null
   if ! "$mapfs" run --pool "$pool" --mode "$mode" -- "$fsx" -N "$ops" -S 42 -P "$work" /mapfs/fsx.dat >"$work/log" 2>&1; then
     tail -40 "$work/log" >&2
     echo "FAIL: fsx in $mode mode" >&2

@@ -10,7 +10,7 @@ set -euo pipefail
 mapfs=$1
 pool=/dev/shm/mapfs-handoff-records-$$.pool
 trap 'rm -f "$pool"' EXIT
-"$mapfs" mkfs "$pool" --size 64M >/dev/null
+"$mapfs" mkfs "$pool" --size 64M ${MAPFS_TEST_FILES:+--files "$MAPFS_TEST_FILES"} >/dev/null
 python3 - "$mapfs" "$pool" <<'PY'
 import os, struct, subprocess, sys
 mapfs, pool = sys.argv[1], sys.argv[2]

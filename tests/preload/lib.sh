@@ -232,7 +232,7 @@ on_both() {
     side=mapfs
     oroot=$MOUNT/t
     local pool=$d/pool uuid mk
-    mk=$("$MAPFS" mkfs "$pool" --size 512M 2>&1) || fail "$label: mapfs mkfs $pool: $mk"
+    mk=$("$MAPFS" mkfs "$pool" --size 512M ${MAPFS_TEST_FILES:+--files "$MAPFS_TEST_FILES"} 2>&1) || fail "$label: mapfs mkfs $pool: $mk"
     uuid=$(od -An -tx1 -j16 -N16 "$pool" | tr -d ' \n')
     PRELOAD_SHM+=("/dev/shm/mapfs-$uuid")
     run_mapfs "$pool" "$label (script)" bash -c "$full" bash "$oroot" "$d/other/s" "$FIX" \

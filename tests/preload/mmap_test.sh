@@ -9,7 +9,7 @@ trap 'rm -f "$pool"' EXIT
 for mode in posix sync strict; do
   echo "== $mode"
   rm -f "$pool"
-  "$mapfs" mkfs "$pool" --size 256M >/dev/null
+  "$mapfs" mkfs "$pool" --size 256M ${MAPFS_TEST_FILES:+--files "$MAPFS_TEST_FILES"} >/dev/null
   MAPFS_MODE=$mode "$mapfs" run --pool "$pool" -- "$test" /mapfs
   "$mapfs" fsck "$pool"
 done

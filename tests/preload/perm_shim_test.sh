@@ -5,6 +5,6 @@ set -euo pipefail
 mapfs=$1 test=$2
 pool=/dev/shm/mapfs-permshim-test-$$.pool
 trap 'rm -f "$pool"' EXIT
-"$mapfs" mkfs "$pool" --size 512M >/dev/null
+"$mapfs" mkfs "$pool" --size 512M ${MAPFS_TEST_FILES:+--files "$MAPFS_TEST_FILES"} >/dev/null
 MAPFS_MOUNT=/mapfs "$mapfs" run --pool "$pool" --mount /mapfs -- "$test"
 "$mapfs" fsck "$pool"

@@ -110,7 +110,7 @@ EOF
 # with tmpfs: each check states what Linux gives.
 if [ "$PRELOAD_DRY" = 1 ]; then finish; exit 0; fi
 POOL=$WORK/direct.pool
-"$MAPFS" mkfs "$POOL" --size 256M >/dev/null
+"$MAPFS" mkfs "$POOL" --size 256M ${MAPFS_TEST_FILES:+--files "$MAPFS_TEST_FILES"} >/dev/null
 uuid=$(od -An -tx1 -j16 -N16 "$POOL" | tr -d ' \n')
 PRELOAD_SHM+=("/dev/shm/mapfs-$uuid")
 KERNEL_FILE=/etc/hostname

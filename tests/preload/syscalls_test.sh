@@ -12,7 +12,7 @@ on_both "every forwarded number" "\"$APP\" \"\$R\""
 
 if [ "$PRELOAD_DRY" != 1 ]; then
   pool=$WORK/refused.pool
-  "$MAPFS" mkfs "$pool" --size 64M >/dev/null
+  "$MAPFS" mkfs "$pool" --size 64M ${MAPFS_TEST_FILES:+--files "$MAPFS_TEST_FILES"} >/dev/null
   uuid=$(od -An -tx1 -j16 -N16 "$pool" | tr -d ' \n')
   PRELOAD_SHM+=("/dev/shm/mapfs-$uuid")
   run_mapfs "$pool" "refused numbers" "$APP" --refused "$MOUNT" >"$WORK/refused.out" 2>"$WORK/refused.err"
