@@ -6,6 +6,9 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 dir=build
 args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DMAPFS_WERROR=ON)
+# MAPFS_LONG_TESTS=1: also the long rows (every block-mapping design of the
+# slow suites; README.md "Tests").
+if [ "${MAPFS_LONG_TESTS:-}" = 1 ]; then args+=(-DMAPFS_LONG_TESTS=ON); else args+=(-DMAPFS_LONG_TESTS=OFF); fi
 if [ -n "${SANITIZE:-}" ]; then
   dir="build-${SANITIZE//,/-}"
   args+=(-DMAPFS_SANITIZE="$SANITIZE")

@@ -19,38 +19,14 @@ namespace mapfs::testing {
 // How the file-system suites' pools keep regular files' data: the
 // MAPFS_TEST_FILES environment variable ("hashfs", "cuckoo", "extent",
 // "radix"; unset = contiguous). CTest runs the suites once per design
-// (tests/CMakeLists.txt: mapfs_files_matrix) with it set. Long rows set
-// "DESIGN+long" (one variable: gtest_discover_tests cannot pass a list of
-// properties' values); they run only with MAPFS_LONG_TESTS=1 and are
-// reported as skipped otherwise (CI time is tight; README.md says how to
-// run them all).
-inline std::string TestFilesEnv() {
-  const char* f = std::getenv("MAPFS_TEST_FILES");
-  return f != nullptr ? f : "";
-}
-inline bool LongRow() {
-  std::string f = TestFilesEnv();
-  return f.size() > 5 && f.compare(f.size() - 5, 5, "+long") == 0;
-}
+// (tests/CMakeLists.txt: mapfs_files_matrix) with it set.
 inline const char* TestFiles() {
   static const std::string design = [] {
-    std::string f = TestFilesEnv();
-    return LongRow() ? f.substr(0, f.size() - 5) : f;
+    const char* f = std::getenv("MAPFS_TEST_FILES");
+    return std::string(f != nullptr ? f : "");
   }();
   return design.empty() ? nullptr : design.c_str();
 }
-inline bool LongRowSkipped() {
-  const char* on = std::getenv("MAPFS_LONG_TESTS");
-  return LongRow() && (on == nullptr || std::string(on) != "1");
-}
-class LongRowGate : public ::testing::Environment {
- public:
-  void SetUp() override {
-    if (LongRowSkipped()) GTEST_SKIP() << "a long row: set MAPFS_LONG_TESTS=1 to run it";
-  }
-};
-// Registered once per test binary (an inline variable), before main runs.
-inline ::testing::Environment* const kLongRowGate = ::testing::AddGlobalTestEnvironment(new LongRowGate);
 
 // A pool file in /dev/shm with a name unique to this process and test,
 // formatted on construction and removed on destruction.
