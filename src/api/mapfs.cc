@@ -153,6 +153,7 @@ mapfs_t* mapfs_mount(const char* pool, const struct mapfs_options* opt) {
   }
   mapfs::fs::FsOptions fo;
   fo.mode = opt ? opt->mode : -1;
+  fo.protect = true;  // every call holds the rights (MAPFS_ENTRY)
   // The ids may have changed since an earlier mount (a forked child that
   // switched users and mounts): read them afresh.
   mapfs::fs::InvalidateProcessCred();

@@ -339,7 +339,7 @@ Result<char*> FileSystem::Map(OpenFile& f, uint64_t* cap) {
   // Under protection keys the region is write-protected outside mapfs
   // calls: the application gets a view of its own (key 0), as for a
   // block-mapped file, which stays the file's until it dies.
-  if (data_->block_mapped() || medium::protection::Key() >= 0) return MapBlocks(f, cap);
+  if (data_->block_mapped() || (mount_->pool().protect() && medium::protection::Key() >= 0)) return MapBlocks(f, cap);
   InodeLock l(locks_.get(), f.ino, true);
   mount_->vm().Sync();
   Inode* in = Ino(f.ino);

@@ -60,6 +60,8 @@ struct FsOptions {
   // The mount of a new image that takes over descriptions an exec handed
   // off (medium::OpenOptions::take_handoff).
   bool take_handoff = false;
+  // The pool's memory carries the process's protection key (medium::OpenOptions::protect).
+  bool protect = false;
 };
 
 // The Status code of a walk that leaves the pool (FsOptions::prefix): not

@@ -66,6 +66,7 @@ Result<std::unique_ptr<FileSystem>> FileSystem::Mount(const std::string& pool, c
   // A dead mount's slot may be reused once its lock holds are cleared.
   mo.pool.scrub_slot = &meta::InodeLocks::ScrubSlot;
   mo.pool.take_handoff = opt.take_handoff;
+  mo.pool.protect = opt.protect;
   auto m = mapfs::Mount::Open(pool, mo);
   if (!m.ok()) return m.status();
   fs->mount_ = std::move(*m);

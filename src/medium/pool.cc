@@ -400,6 +400,7 @@ Status Pool::Probe(const std::string& path) {
 Result<std::unique_ptr<Pool>> Pool::Open(const std::string& path, const OpenOptions& opt) {
   std::unique_ptr<Pool> p(new Pool());
   p->opt_ = opt;
+  p->protect_ = opt.protect;
   Status st = p->OpenImpl(path);
   if (!st.ok()) {
     p->Unmap();
@@ -449,7 +450,7 @@ Status Pool::OpenImpl(const std::string& path) {
   base_ = static_cast<char*>(m);
   mapped_ = h.pool_size;
   // Writable only inside mapfs calls where the front asked for keys.
-  MAPFS_RETURN_IF_ERROR(protection::Tag(base_, mapped_, PROT_READ | PROT_WRITE));
+  if (protect_) MAPFS_RETURN_IF_ERROR(protection::Tag(base_, mapped_, PROT_READ | PROT_WRITE));
   fs_kind_ = fi->is_device ? "devdax" : fi->tmpfs ? "tmpfs" : "file";
   // Whether huge pages are available takes reading /proc/self/mounts (a
   // large share of a mount's time): only pools of 2 MiB pages need to know
@@ -555,7 +556,7 @@ Status Pool::MapShared() {
   ::close(sfd);
   if (m == MAP_FAILED) return Status::FromErrno("mmap " + shm_name_);
   shared_ = static_cast<SharedState*>(m);
-  if (Status st = protection::Tag(m, sizeof(SharedState), PROT_READ | PROT_WRITE); !st.ok()) {
+  if (Status st = protect_ ? protection::Tag(m, sizeof(SharedState), PROT_READ | PROT_WRITE) : Status::Ok(); !st.ok()) {
     ::munmap(m, sizeof(SharedState));
     shared_ = nullptr;
     return st;

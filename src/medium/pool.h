@@ -69,6 +69,11 @@ struct OpenOptions {
   // An exclusive open then counts the old image's hand-off as an idle end
   // provisionally, and ConfirmHandoff settles it.
   bool take_handoff = false;
+  // Tag this pool's memory with the process's protection key (when one is
+  // allocated, medium/protection.h): only for a front whose every entry
+  // holds the rights (the C API, the shim). Code that drives the core
+  // directly (the CLI, the FUSE daemon, tests) leaves its pools untagged.
+  bool protect = false;
 };
 
 class Pool {
@@ -162,6 +167,8 @@ class Pool {
   bool exclusive_open() const { return exclusive_; }
   bool needs_recovery() const { return needs_recovery_; }
   int replayed_at_open() const { return replayed_; }
+  // Whether this pool's mappings carry the protection key (OpenOptions::protect).
+  bool protect() const { return protect_; }
   uint64_t mount_token() const { return token_; }
   int mount_slot() const { return mount_slot_; }  // index in SharedState::mounts
 
@@ -220,6 +227,7 @@ class Pool {
   bool closed_ = false;
   int replayed_ = 0;
   int mount_slot_ = -1;
+  bool protect_ = false;
   uint64_t token_ = 0;
   pid_t owner_pid_ = -1;  // process that registered the mount
   int map_flags_ = 0;

@@ -328,6 +328,7 @@ fs::FileSystem* Shim::Fs() {
     fs::FsOptions fo;
     fo.prefix = prefix_;  // symlink targets are paths of this process's namespace
     fo.take_handoff = adopting_;
+    fo.protect = true;  // every wrapper holds the rights (CoreScope)
     if (const char* m = std::getenv("MAPFS_MODE")) {
       if (!std::strcmp(m, "posix")) fo.mode = 0;
       else if (!std::strcmp(m, "sync")) fo.mode = 1;

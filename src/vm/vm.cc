@@ -254,7 +254,7 @@ bool Vm::MapChunk(uint64_t chunk) {
   if (ppt::IsLeaf(e)) {
     if (::mmap(base_ + voff, kChunkSize, prot, flags, pool_->fd(), static_cast<off_t>(ppt::Target(e))) != MAP_FAILED) {
       runs = 1;
-      (void)medium::protection::Tag(base_ + voff, kChunkSize, prot);
+      if (pool_->protect()) (void)medium::protection::Tag(base_ + voff, kChunkSize, prot);
       // A whole aligned chunk can be one huge page where the pool's file
       // system offers them (tmpfs huge=advise needs the hint).
       if (pool_->header().page_shift == 21 && pool_->huge_pages()) ::madvise(base_ + voff, kChunkSize, MADV_HUGEPAGE);
@@ -276,7 +276,7 @@ bool Vm::MapChunk(uint64_t chunk) {
       if (::mmap(base_ + voff + uint64_t(i) * kPageSize, uint64_t(j - i) * kPageSize, prot, flags, pool_->fd(),
                  static_cast<off_t>(ppt::Target(v))) != MAP_FAILED) {
         runs++;
-        (void)medium::protection::Tag(base_ + voff + uint64_t(i) * kPageSize, uint64_t(j - i) * kPageSize, prot);
+        if (pool_->protect()) (void)medium::protection::Tag(base_ + voff + uint64_t(i) * kPageSize, uint64_t(j - i) * kPageSize, prot);
       }
       i = j;
     }
@@ -352,7 +352,7 @@ void Vm::RemapLocal(uint64_t voff, uint64_t len) {
       if (t.ok()) {
         r = ::mmap(base_ + p, q - p, PROT_READ | PROT_WRITE, pool_->map_flags() | MAP_FIXED, pool_->fd(),
                    static_cast<off_t>(*t));
-        if (r != MAP_FAILED) (void)medium::protection::Tag(r, q - p, PROT_READ | PROT_WRITE);
+        if (r != MAP_FAILED && pool_->protect()) (void)medium::protection::Tag(r, q - p, PROT_READ | PROT_WRITE);
       } else {
         r = ::mmap(base_ + p, q - p, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
       }
