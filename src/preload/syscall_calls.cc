@@ -38,7 +38,6 @@
 #include <optional>
 
 #include "common/log.h"
-#include "common/process.h"
 #include "fs/cred.h"
 #include "preload/calls.h"
 #include "vm/fault.h"
@@ -323,6 +322,5 @@ MAPFS_EXPORT long syscall(long n, ...) {
     mapfs::fs::InvalidateProcessCred();
     errno = e;
   }
-  if (n == SYS_umask) mapfs::NoteUmask(static_cast<mode_t>(x.a[0]));  // cannot fail
   return r;
 }
