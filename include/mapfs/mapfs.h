@@ -122,7 +122,9 @@ int mapfs_access(mapfs_t *fs, const char *path, int mode, int flags);
 /* Permissions are checked as Linux checks them, against the calling
  * process's user, group and supplementary groups, read at mapfs_mount and
  * then cached: a program that changes its ids (setuid, setgroups, ...)
- * after mounting calls this for the new ones to count. */
+ * after mounting calls this for the new ones to count. The umask that
+ * mapfs_open(O_CREAT) and mapfs_mkdir apply is cached the same way: after
+ * a umask() call, call this too. */
 void mapfs_refresh_credentials(void);
 /* ts NULL = now; UTIME_NOW and UTIME_OMIT honoured. Follows symlinks. */
 int mapfs_utimens(mapfs_t *fs, const char *path, const struct timespec ts[2]);

@@ -157,6 +157,7 @@ mapfs_t* mapfs_mount(const char* pool, const struct mapfs_options* opt) {
   // The ids may have changed since an earlier mount (a forked child that
   // switched users and mounts): read them afresh.
   mapfs::fs::InvalidateProcessCred();
+  mapfs::RefreshUmask();
   if (fo.mode > 2 || fo.mode < -1) {
     FailErrno(EINVAL, "bad mode");
     return nullptr;
@@ -444,7 +445,10 @@ int mapfs_access(mapfs_t* fs, const char* path, int mode, int flags) {
   MAPFS_CHECK_PATH(path);
   MAPFS_PATH_CALL(fs->fs->Access(path, mode, flags));
 }
-void mapfs_refresh_credentials(void) { mapfs::fs::InvalidateProcessCred(); }
+void mapfs_refresh_credentials(void) {
+  mapfs::fs::InvalidateProcessCred();
+  mapfs::RefreshUmask();
+}
 int mapfs_utimens(mapfs_t* fs, const char* path, const struct timespec ts[2]) {
   MAPFS_ENTRY;
   MAPFS_CHECK_PATH(path);

@@ -20,6 +20,10 @@
 #include <string>
 #include <unordered_set>
 
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
+
 #include "common/crc32c.h"
 #include "dir/cib_internal.h"
 #include "medium/persist.h"
@@ -252,19 +256,43 @@ Status Dir::LoadPend(uint64_t blk, const meta::MetaTx* tx, PendBlock* pb) const 
   return Status::Ok();
 }
 
+namespace {
+// Bit i set where fp[i] == v: the fingerprint filter for a whole block at
+// once (a block holds up to 62 entries; comparing them one byte at a time
+// was the largest single cost of a lookup).
+uint64_t FpMatches(const uint8_t* fp, uint8_t v) {
+  static_assert(f::kSlots == 64, "one fingerprint byte per bit of a 64-bit mask");
+#if defined(__x86_64__)
+  const __m128i k = _mm_set1_epi8(static_cast<char>(v));
+  uint64_t m = 0;
+  for (int q = 0; q < 4; q++) {
+    __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(fp + 16 * q));
+    m |= static_cast<uint64_t>(static_cast<uint32_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(x, k)))) << (16 * q);
+  }
+  return m;
+#else
+  uint64_t m = 0;
+  for (int i = 0; i < f::kSlots; i++)
+    if (fp[i] == v) m |= Bit(i);
+  return m;
+#endif
+}
+}  // namespace
+
 Status Dir::FindInBlock(const PendBlock& pb, uint64_t h, std::string_view name, const meta::MetaTx* tx,
                         int* slot) const {
   *slot = -1;
   const auto* b = At<f::BlockHeader>(pb.voff);
   const uint8_t fp = static_cast<uint8_t>(h);
   char buf[kMaxName + 1];
-  for (uint64_t m = pb.P; m; m &= m - 1) {
+  // Heads committed on media never change hash or name: read them in
+  // place, filtered by fingerprint. Heads the pending transaction added
+  // are read through it (all of them: their fingerprint is pending too).
+  uint64_t media_live = pb.P & pb.M;
+  uint64_t candidates = (pb.P & ~pb.M) | (media_live ? media_live & FpMatches(b->fp, fp) : 0);
+  for (uint64_t m = candidates; m; m &= m - 1) {
     int i = __builtin_ctzll(m);
     bool media = (pb.M & Bit(i)) != 0;
-    // Heads committed on media never change hash or name: read them in
-    // place, filtered by fingerprint. Heads the pending transaction added
-    // are read through it.
-    if (media && b->fp[i] != fp) continue;
     f::Slot s;
     if (media) {
       if (*At<uint64_t>(SlotVoff(pb.voff, i)) != h) continue;
@@ -284,9 +312,10 @@ Status Dir::FindInBlock(const PendBlock& pb, uint64_t h, std::string_view name, 
   return Status::Ok();
 }
 
-Status Dir::Group(uint64_t h, std::vector<uint64_t>* blocks, Path* path) const {
+Status Dir::Group(uint64_t h, BlockList* blocks, Path* path) const {
   MAPFS_RETURN_IF_ERROR(Descend(h, path));
-  blocks->assign(1, path->block);
+  blocks->clear();
+  blocks->push_back(path->block);
   uint64_t v = At<f::BlockHeader>(path->block)->overflow;
   uint64_t limit = r_->nblocks;
   while (v != 0) {
@@ -354,7 +383,7 @@ Result<Entry> Cib::Lookup(uint64_t root, std::string_view name, EntryLoc* loc) {
   MAPFS_RETURN_IF_ERROR(d.Open());
   uint64_t h = d.Hash(name);
   internal::Path path;
-  std::vector<uint64_t> group;
+  Dir::BlockList group;
   MAPFS_RETURN_IF_ERROR(d.Group(h, &group, &path));
   for (uint64_t blk : group) {
     PendBlock pb;
@@ -397,8 +426,8 @@ struct Found {
 };
 
 Status FindPending(Dir& d, uint64_t h, std::string_view name, const meta::MetaTx* tx, Found* out,
-                   std::vector<PendBlock>* group_view, internal::Path* path) {
-  std::vector<uint64_t> group;
+                   internal::SmallVec<PendBlock, 2>* group_view, internal::Path* path) {
+  Dir::BlockList group;
   MAPFS_RETURN_IF_ERROR(d.Group(h, &group, path));
   if (group_view) group_view->clear();
   for (uint64_t blk : group) {
@@ -477,7 +506,7 @@ Status Cib::Insert(uint64_t root, std::string_view name, Entry e, meta::MetaTx* 
   // target range or adds space, so a few rounds always suffice.
   for (int round = 0; round < 16; round++) {
     Found found;
-    std::vector<PendBlock> group;
+    internal::SmallVec<PendBlock, 2> group;
     internal::Path path;
     MAPFS_RETURN_IF_ERROR(FindPending(d, h, name, tx, &found, &group, &path));
     if (found.slot >= 0) return Status::Error(EEXIST, "entry exists");

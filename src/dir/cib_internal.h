@@ -32,6 +32,37 @@ inline uint64_t Cookie(uint64_t hash) { return (hash >> 1) < 3 ? 3 : hash >> 1; 
 // Computes the root header checksum.
 uint32_t RootCrc(const f::Root& r);
 
+// A list that keeps its first N elements inline and moves to the heap only
+// past them: a block's overflow group is one block in all but the rarest
+// directories (names sharing one 64-bit hash), and a lookup should not
+// allocate for it.
+template <typename T, size_t N>
+class SmallVec {
+ public:
+  void clear() {
+    n_ = 0;
+    heap_.clear();
+  }
+  void push_back(const T& v) {
+    if (n_ < N) {
+      inl_[n_++] = v;
+      return;
+    }
+    if (n_ == N) heap_.assign(inl_, inl_ + N);
+    heap_.push_back(v);
+    n_++;
+  }
+  size_t size() const { return n_; }
+  const T* begin() const { return n_ <= N ? inl_ : heap_.data(); }
+  const T* end() const { return begin() + n_; }
+  const T& operator[](size_t i) const { return begin()[i]; }
+
+ private:
+  T inl_[N];
+  std::vector<T> heap_;
+  size_t n_ = 0;
+};
+
 // One position of a descent: an index array and the element taken.
 struct Level {
   uint64_t node = 0;   // 0: the root's top array
@@ -117,7 +148,8 @@ class Dir {
   Status FindInBlock(const PendBlock& pb, uint64_t h, std::string_view name, const meta::MetaTx* tx,
                      int* slot) const;
   // The primary block for `h` and its overflow chain, in chain order.
-  Status Group(uint64_t h, std::vector<uint64_t>* blocks, Path* path) const;
+  using BlockList = SmallVec<uint64_t, 4>;
+  Status Group(uint64_t h, BlockList* blocks, Path* path) const;
 
   // Structural changes (cib_split.cc). Each commits its own transaction
   // and leaves the directory's contents unchanged; `tx` is the caller's

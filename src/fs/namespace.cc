@@ -306,8 +306,11 @@ Status FileSystem::FillInode(uint64_t ino, mode_t mode, uint64_t parent, const O
   Inode* old = Ino(ino);
   if (old == nullptr) return Status::Error(EUCLEAN, "reserved inode outside the table");
   Inode in{};
-  uid_t uid = owner ? owner->uid : geteuid();
-  gid_t gid = owner ? owner->gid : getegid();
+  // The caller's effective ids as the permission checks see them (cached:
+  // fs/cred.h), not two system calls per create.
+  const Cred& cr = CurrentCred();
+  uid_t uid = owner ? owner->uid : cr.uid;
+  gid_t gid = owner ? owner->gid : cr.gid;
   // A set-group-ID directory gives its group to what is made in it, and
   // its set-group-ID bit to new directories (Linux's inode_init_owner; the
   // kernel, not the core, strips the bit from files of other groups).

@@ -71,6 +71,8 @@ class Tx {
   }
   // Bytes the records take in a log slot.
   size_t payload_bytes() const { return bytes_; }
+  // Heap bytes held for records and copied data (their capacity).
+  size_t heap_bytes() const { return recs_.capacity() * sizeof(Rec) + own_.capacity() * sizeof(uint64_t); }
   void Clear();
 
  private:

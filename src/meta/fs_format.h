@@ -57,6 +57,9 @@ constexpr uint64_t SegBase(int seg) { return seg == 0 ? 0 : seg == 1 ? 128 : 115
 constexpr uint64_t SegBitmapSlots(int seg) { return (SegSlots(seg) / 8 + kInodeSize - 1) / kInodeSize; }
 constexpr uint64_t kMaxInodes = SegBase(kMaxSegments);
 static_assert(SegBitmapSlots(0) == 1 && SegBitmapSlots(1) == 1 && SegBitmapSlots(2) == 4);
+// Every segment starts on a bitmap word of its own (InodeTable::Reserve
+// starts its scan at the word that holds an inode number).
+static_assert(SegBase(1) % 64 == 0 && SegBase(2) % 64 == 0 && SegSlots(2) % 64 == 0);
 inline int SegOf(uint64_t ino) {
   if (ino < 128) return 0;
   if (ino < 1152) return 1;

@@ -120,24 +120,27 @@ int InodeLocks::ReapDead() {
 void LockSet::Add(uint64_t ino, bool write) {
   if (ino == 0) return;
   uint32_t s = InodeLocks::StripeOf(ino);
-  for (auto& w : want_)
-    if (w.stripe == s) {
-      w.write = w.write || write;
+  for (int i = 0; i < n_; i++)
+    if (want_[i].stripe == s) {
+      want_[i].write = want_[i].write || write;
       return;
     }
-  want_.push_back({s, write});
+  if (n_ == kMaxInodes) __builtin_trap();  // only a new caller's bug gets here
+  // Kept sorted by stripe as it grows (insertion into at most 3).
+  int i = n_++;
+  for (; i > 0 && want_[i - 1].stripe > s; i--) want_[i] = want_[i - 1];
+  want_[i] = {s, write};
 }
 
 void LockSet::Acquire() {
-  std::sort(want_.begin(), want_.end(), [](const Want& a, const Want& b) { return a.stripe < b.stripe; });
-  for (auto& w : want_) w.write ? locks_->WriteLock(w.stripe) : locks_->ReadLock(w.stripe);
+  for (int i = 0; i < n_; i++) want_[i].write ? locks_->WriteLock(want_[i].stripe) : locks_->ReadLock(want_[i].stripe);
   held_ = true;
 }
 
 void LockSet::Release() {
   if (!held_) return;
-  for (auto it = want_.rbegin(); it != want_.rend(); ++it)
-    it->write ? locks_->WriteUnlock(it->stripe) : locks_->ReadUnlock(it->stripe);
+  for (int i = n_; i-- > 0;)
+    want_[i].write ? locks_->WriteUnlock(want_[i].stripe) : locks_->ReadUnlock(want_[i].stripe);
   held_ = false;
 }
 

@@ -68,14 +68,18 @@ class InodeLocks {
 };
 
 // Write (or read) locks on a set of inodes, taken in stripe order without
-// duplicates, released on destruction.
+// duplicates, released on destruction. Kept inline (no allocation): an
+// operation locks at most kMaxInodes inodes (rename: both parents, the
+// source and the target).
 class LockSet {
  public:
+  static constexpr int kMaxInodes = 4;
   explicit LockSet(InodeLocks* locks) : locks_(locks) {}
   ~LockSet() { Release(); }
   LockSet(const LockSet&) = delete;
   LockSet& operator=(const LockSet&) = delete;
-  // Adds inodes to lock; call before Acquire. ino 0 is ignored.
+  // Adds inodes to lock; call before Acquire. ino 0 is ignored. At most
+  // kMaxInodes distinct stripes (a caller's bug otherwise: it traps).
   void Add(uint64_t ino, bool write);
   void Acquire();
   void Release();
@@ -86,7 +90,8 @@ class LockSet {
     uint32_t stripe;
     bool write;
   };
-  std::vector<Want> want_;
+  Want want_[kMaxInodes];
+  int n_ = 0;
   bool held_ = false;
 };
 

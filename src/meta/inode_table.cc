@@ -122,9 +122,15 @@ bool InodeTable::Valid(uint64_t ino) {
 }
 
 Inode* InodeTable::Get(uint64_t ino) {
-  if (!Valid(ino)) return nullptr;
+  // Valid(), with the segment found once: a namespace call asks a dozen
+  // times.
+  if (ino == 0 || ino >= kMaxInodes) return nullptr;
   int seg = SegOf(ino);
-  return reinterpret_cast<Inode*>(vm_->at(SegVoff(seg) + (ino - SegBase(seg)) * kInodeSize));
+  uint64_t slot = ino - SegBase(seg);
+  if (slot < SegBitmapSlots(seg)) return nullptr;
+  uint64_t v = SegVoff(seg);
+  if (v == 0) return nullptr;
+  return reinterpret_cast<Inode*>(vm_->at(v + slot * kInodeSize));
 }
 
 uint64_t InodeTable::VoffOf(uint64_t ino) const {
@@ -170,11 +176,14 @@ Result<uint64_t> InodeTable::Reserve() {
   uint64_t nseg = segments();
   uint64_t hint = sh->inode_hint.load();
   if (hint >= SegBase(static_cast<int>(nseg))) hint = 0;
-  // Two passes: from the hint to the end, then from the start.
+  // Two passes: from the word holding the hint to the end, then from the
+  // start. The first pass starts at that word directly (segment bases are
+  // multiples of 64): a create must not cost a step per inode made before.
+  const int hint_seg = SegOf(hint);
+  const uint64_t hint_word = (hint - SegBase(hint_seg)) / 64;
   for (int pass = 0; pass < 2; pass++) {
-    for (int seg = 0; seg < static_cast<int>(nseg); seg++) {
-      for (uint64_t w = 0; w < SegSlots(seg) / 64; w++) {
-        if (pass == 0 && SegBase(seg) + (w + 1) * 64 <= hint) continue;
+    for (int seg = pass == 0 ? hint_seg : 0; seg < static_cast<int>(nseg); seg++) {
+      for (uint64_t w = pass == 0 && seg == hint_seg ? hint_word : 0; w < SegSlots(seg) / 64; w++) {
         auto* word = BitmapWord(seg, w * 64);
         uint64_t v = word->load();
         if (~v == 0) continue;

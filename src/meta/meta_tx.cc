@@ -14,7 +14,42 @@ namespace {
 Status NotBacked(uint64_t voff) {
   return Status::Error(EUCLEAN, "metadata at virtual offset " + std::to_string(voff) + " is not backed");
 }
+
+// Each thread keeps the (empty) buffers of its last two transactions: a
+// structural change (a directory split) commits a transaction of its own
+// while the operation's is pending, so two may be alive at once. Buffers
+// that grew past kKeepBytes (a large split's) go back to the heap.
+struct Spare {
+  medium::Tx tx;
+  std::vector<std::pair<uint64_t, uint64_t>> words;
+};
+constexpr int kSpares = 2;
+constexpr size_t kKeepBytes = 64 * 1024;
+thread_local Spare spares[kSpares];
+thread_local int spares_n = 0;
 }  // namespace
+
+MetaTx::MetaTx(medium::Pool* pool, vm::Vm* vm) : pool_(pool), vm_(vm) {
+  if (spares_n > 0) {
+    Spare& s = spares[--spares_n];
+    std::swap(tx_, s.tx);
+    std::swap(words_, s.words);
+    return;
+  }
+  // Room for a namespace operation up front: two allocations, not one per
+  // doubling.
+  tx_.Reserve(32, 512);
+  words_.reserve(24);
+}
+
+MetaTx::~MetaTx() {
+  if (spares_n == kSpares || tx_.heap_bytes() > kKeepBytes || words_.capacity() > kKeepBytes / 16) return;
+  tx_.Clear();
+  words_.clear();
+  Spare& s = spares[spares_n++];
+  std::swap(tx_, s.tx);
+  std::swap(words_, s.words);
+}
 
 Result<uint64_t> MetaTx::Translate(uint64_t voff) const {
   // One page remembered: an operation's stores come in runs on one page

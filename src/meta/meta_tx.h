@@ -30,13 +30,13 @@ namespace mapfs::meta {
 
 class MetaTx {
  public:
-  MetaTx(medium::Pool* pool, vm::Vm* vm) : pool_(pool), vm_(vm) {
-    // A namespace operation records a dozen words and one inode: room for
-    // them up front, so building the transaction allocates twice, not once
-    // per doubling.
-    tx_.Reserve(32, 512);
-    words_.reserve(24);
-  }
+  // A namespace operation records a dozen words and one inode. The buffers
+  // for them come from the thread's spares (the last transactions'), so
+  // building one allocates nothing in the usual case.
+  MetaTx(medium::Pool* pool, vm::Vm* vm);
+  ~MetaTx();
+  MetaTx(const MetaTx&) = delete;
+  MetaTx& operator=(const MetaTx&) = delete;
 
   // The word at `voff` (8-byte aligned) as this transaction would leave it.
   Result<uint64_t> Load64(uint64_t voff) const;

@@ -1,12 +1,15 @@
-// The calls that change the process's user and group ids: each one goes to
-// the C library, then tells the core to read the ids again (the core caches
-// them: fs/cred.h), so permission checks inside the pool follow a program
-// that drops or switches privileges. syscall() with these numbers comes
-// here through syscall_calls.cc.
+// The calls that change the process's user and group ids, and its umask:
+// each one goes to the C library, then tells the core (which caches them:
+// fs/cred.h, common/process.h), so permission checks and creates inside the
+// pool follow a program that drops or switches privileges or changes its
+// mask. syscall() with these numbers comes here through syscall_calls.cc
+// (which notes SYS_umask itself).
 #include <grp.h>
 #include <sys/fsuid.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/process.h"
 #include "fs/cred.h"
 #include "preload/calls.h"
 
@@ -37,3 +40,13 @@ MAPFS_EXPORT int initgroups(const char* user, gid_t g) { return Changed(REAL(ini
 // only while they agree; the cache is dropped so the next check reads them.
 MAPFS_EXPORT int setfsuid(uid_t u) { return Changed(REAL(setfsuid)(u)); }
 MAPFS_EXPORT int setfsgid(gid_t g) { return Changed(REAL(setfsgid)(g)); }
+
+// The core caches the umask too (common/process.h): creates in the pool
+// apply the mask the program set last. (Two threads racing to set it may
+// leave the cache with the loser's value, as the kernel's with the
+// winner's; a program that does that cannot know which one holds either.)
+MAPFS_EXPORT mode_t umask(mode_t mask) {
+  mode_t old = REAL(umask)(mask);
+  mapfs::NoteUmask(mask);
+  return old;
+}

@@ -38,6 +38,7 @@
 #include <optional>
 
 #include "common/log.h"
+#include "common/process.h"
 #include "fs/cred.h"
 #include "preload/calls.h"
 #include "vm/fault.h"
@@ -322,5 +323,6 @@ MAPFS_EXPORT long syscall(long n, ...) {
     mapfs::fs::InvalidateProcessCred();
     errno = e;
   }
+  if (n == SYS_umask) mapfs::NoteUmask(static_cast<mode_t>(x.a[0]));  // cannot fail
   return r;
 }

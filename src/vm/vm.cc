@@ -39,7 +39,13 @@ constexpr int MADV_POPULATE_WRITE_ = 23;  // Linux 5.14; older kernels refuse it
 // ---------------------------------------------------------------- open/close
 
 Vm::Vm(medium::Pool* pool, const VmOptions& opt)
-    : pool_(pool), opt_(opt), pages_(pool), token_(pool->mount_token()) {
+    : pool_(pool),
+      opt_(opt),
+      pages_(pool),
+      token_(pool->mount_token()),
+      ppt_root_off_(pool->header().ppt_root_off),
+      meta_end_(pool->header().meta_end),
+      pages_end_(pool->pages_end()) {
   view_words_ = (pool->size() / kChunkSize + 63) / 64;
   view_done_.reset(new (std::nothrow) std::atomic<uint64_t>[view_words_]());
   if (!view_done_) view_words_ = 0;
@@ -92,8 +98,8 @@ bool Vm::EntryValid(uint64_t e, int level) const {
   if (leaf ? level > 1 : level < 1) return false;
   uint64_t span = leaf ? ppt::Reach(level) : kPageSize;
   uint64_t t = ppt::Target(e);
-  uint64_t end = pool_->pages_end();
-  return t >= pool_->header().meta_end && t <= end && span <= end - t && IsAligned(t, span);
+  uint64_t end = pages_end_;
+  return t >= meta_end_ && t <= end && span <= end - t && IsAligned(t, span);
 }
 
 Status Vm::Damaged(uint64_t voff) const {
@@ -102,7 +108,7 @@ Status Vm::Damaged(uint64_t voff) const {
 }
 
 uint64_t* Vm::Slot(uint64_t voff, int level, bool create, Status* err) {
-  auto* table = pool_->at<uint64_t>(pool_->header().ppt_root_off);
+  auto* table = pool_->at<uint64_t>(ppt_root_off_);
   for (int l = ppt::kLevels - 1; l > level; --l) {
     uint64_t* e = &table[ppt::Index(voff, l)];
     uint64_t v = Load64(e);
@@ -132,7 +138,7 @@ uint64_t* Vm::Slot(uint64_t voff, int level, bool create, Status* err) {
 
 Result<uint64_t> Vm::Translate(uint64_t voff) const {
   if (voff >= size_) return Status::Error(EINVAL, "offset outside the region");
-  auto* table = pool_->at<uint64_t>(pool_->header().ppt_root_off);
+  auto* table = pool_->at<uint64_t>(ppt_root_off_);
   for (int l = ppt::kLevels - 1; l >= 0; --l) {
     uint64_t v = Load64(&table[ppt::Index(voff, l)]);
     if (!ppt::IsPresent(v)) return Status::Error(ENOENT, "not mapped");
@@ -471,6 +477,21 @@ void Vm::AfterFork() {
 // exclude with their own locks.
 bool Vm::Backed(uint64_t voff, uint64_t len) {
   uint64_t end = voff + len;
+  if (len != 0 && len <= kPageSize && AlignDown(voff, kPageSize) == AlignDown(end - 1, kPageSize)) {
+    // One page (the directory layer asks this for every block it follows):
+    // the walk straight down, each entry checked as Slot and the loop below
+    // check it.
+    const uint64_t* table = pool_->at<uint64_t>(ppt_root_off_);
+    for (int l = ppt::kLevels - 1;; --l) {
+      uint64_t e = Load64(&table[ppt::Index(voff, l)]);
+      if (!ppt::IsPresent(e)) return false;
+      if (l == 0) return true;
+      if (ppt::IsLeaf(e) && l > 1) return false;  // Slot: a leaf above the PMD
+      if (!EntryValid(e, l)) return false;
+      if (ppt::IsLeaf(e)) return true;
+      table = pool_->at<uint64_t>(ppt::Target(e));
+    }
+  }
   for (uint64_t c = voff / kChunkSize; c <= (end - 1) / kChunkSize; c++) {
     uint64_t cv = c * kChunkSize;
     uint64_t* pmd = Slot(cv, 1, false, nullptr);

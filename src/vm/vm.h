@@ -233,6 +233,11 @@ class Vm {
   char* reserve_ = nullptr;
   uint64_t reserve_len_ = 0;
   uint64_t token_;
+  // Pool header fields every PPT walk needs, fixed at mkfs and checked when
+  // the pool was opened: read once here, not from the header on each step.
+  const uint64_t ppt_root_off_;
+  const uint64_t meta_end_;
+  const uint64_t pages_end_;
 
   std::mutex map_mu_;   // serialises reading the PPT + mmap against invalidation
   std::mutex sync_mu_;

@@ -317,7 +317,8 @@ class MapfsTarget : public Target {
 };
 
 // The real kernel on a fresh directory in /dev/shm (tmpfs); "/x" means
-// that directory's "x". umask is 0 while it lives, as mapfs ignores it.
+// that directory's "x". umask is 0 while it lives, for the kernel and for
+// mapfs (which caches the mask: told by mapfs_refresh_credentials).
 class LinuxTarget : public Target {
  public:
   LinuxTarget() {
@@ -325,9 +326,11 @@ class LinuxTarget : public Target {
     root_ = "/dev/shm/mapfs-ref-" + std::to_string(getpid()) + "-" + std::to_string(n++);
     ::mkdir(root_.c_str(), 0755);
     old_umask_ = ::umask(0);
+    mapfs_refresh_credentials();
   }
   ~LinuxTarget() override {
     ::umask(old_umask_);
+    mapfs_refresh_credentials();
     std::string cmd = "rm -rf '" + root_ + "'";
     if (system(cmd.c_str()) != 0) fprintf(stderr, "could not remove %s\n", root_.c_str());
   }

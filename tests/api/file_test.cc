@@ -123,8 +123,10 @@ TEST_F(FileTest, CreateModeBitsInStMode) {
   for (mode_t m : {0600, 0640, 0755, 0444, 0700, 04755, 01777}) {
     std::string p = "/m" + std::to_string(m);
     mode_t old = umask(0);
+    mapfs_refresh_credentials();  // the C API caches the umask
     int fd = mapfs_open(fs_, p.c_str(), O_CREAT | O_WRONLY, m);
     umask(old);
+    mapfs_refresh_credentials();
     ASSERT_GE(fd, 0) << strerror(errno);
     struct stat st = Fstat(fd);
     EXPECT_EQ(st.st_mode, S_IFREG | m) << std::oct << m;
@@ -135,12 +137,21 @@ TEST_F(FileTest, CreateModeBitsInStMode) {
   }
 }
 
-// open(2) and mkdir(2) clear the bits of the process's umask.
+// open(2) and mkdir(2) clear the bits of the process's umask (cached by
+// the C API: read again by mapfs_refresh_credentials).
 TEST_F(FileTest, CreateAppliesUmask) {
   mode_t old = umask(022);
+  mapfs_refresh_credentials();
   int fd = mapfs_open(fs_, "/f", O_CREAT | O_WRONLY, 0666);
   int md = mapfs_mkdir(fs_, "/d", 0777);
+  umask(027);
+  mapfs_refresh_credentials();
+  int fd2 = mapfs_open(fs_, "/g", O_CREAT | O_WRONLY, 0666);
   umask(old);
+  mapfs_refresh_credentials();
+  ASSERT_GE(fd2, 0);
+  EXPECT_EQ(Fstat(fd2).st_mode & 07777, 0640u);
+  EXPECT_OK(mapfs_close(fs_, fd2));
   ASSERT_GE(fd, 0);
   ASSERT_EQ(md, 0);
   EXPECT_EQ(Fstat(fd).st_mode & 07777, 0644u);

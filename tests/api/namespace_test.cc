@@ -78,9 +78,11 @@ TEST_F(NamespaceTest, RmdirRootIsEbusy) {
 
 TEST_F(NamespaceTest, MkdirModeAndOwner) {
   mode_t old = umask(0);
+  mapfs_refresh_credentials();  // the C API caches the umask
   EXPECT_OK(mapfs_mkdir(fs_, "/d", 0712));
   EXPECT_OK(mapfs_mkdir(fs_, "/s", 01777));
   umask(old);
+  mapfs_refresh_credentials();
   struct stat st = Stat("/d");
   EXPECT_EQ(st.st_mode, S_IFDIR | 0712);
   EXPECT_EQ(Stat("/s").st_mode, S_IFDIR | 01777);

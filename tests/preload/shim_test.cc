@@ -83,6 +83,31 @@ TEST(Shim, OpenWriteReadAndKernelPathsUntouched) {
   EXPECT_EQ(stat(("/dev/shm" + d).c_str(), &k), -1);
 }
 
+// The core caches the umask (a system call per create otherwise): every
+// way a program sets it must reach that cache, or a create in the pool
+// applies an old mask.
+TEST(Shim, EveryUmaskChangeAppliesToCreates) {
+  std::string d = Dir();
+  mode_t old = umask(077);
+  int a = open((d + "/umask-a").c_str(), O_CREAT | O_WRONLY, 0666);
+  syscall(SYS_umask, 022);
+  int b = open((d + "/umask-b").c_str(), O_CREAT | O_WRONLY, 0666);
+  int m = mkdir((d + "/umask-d").c_str(), 0777);
+  umask(old);
+  ASSERT_GE(a, 0);
+  ASSERT_GE(b, 0);
+  ASSERT_EQ(m, 0);
+  struct stat st;
+  ASSERT_EQ(fstat(a, &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  ASSERT_EQ(fstat(b, &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0644u);
+  ASSERT_EQ(stat((d + "/umask-d").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0755u);
+  close(a);
+  close(b);
+}
+
 TEST(Shim, DescriptorNumbersAreReservedFromTheKernel) {
   std::string d = Dir();
   int m = open((d + "/f").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
