@@ -25,13 +25,22 @@ struct Spare {
 };
 constexpr int kSpares = 2;
 constexpr size_t kKeepBytes = 64 * 1024;
-thread_local Spare spares[kSpares];
-thread_local int spares_n = 0;
+// The spares die with their thread, before the code that runs at a
+// process's exit (the shim's clean unmount) is done with transactions:
+// once they are gone, transactions take fresh buffers.
+struct Spares {
+  Spare s[kSpares];
+  int n = 0;
+  ~Spares() { gone = true; }
+  static thread_local bool gone;  // trivially destructible: valid to the end
+};
+thread_local bool Spares::gone = false;
+thread_local Spares spares;
 }  // namespace
 
 MetaTx::MetaTx(medium::Pool* pool, vm::Vm* vm) : pool_(pool), vm_(vm) {
-  if (spares_n > 0) {
-    Spare& s = spares[--spares_n];
+  if (!Spares::gone && spares.n > 0) {
+    Spare& s = spares.s[--spares.n];
     std::swap(tx_, s.tx);
     std::swap(words_, s.words);
     return;
@@ -43,10 +52,10 @@ MetaTx::MetaTx(medium::Pool* pool, vm::Vm* vm) : pool_(pool), vm_(vm) {
 }
 
 MetaTx::~MetaTx() {
-  if (spares_n == kSpares || tx_.heap_bytes() > kKeepBytes || words_.capacity() > kKeepBytes / 16) return;
+  if (Spares::gone || spares.n == kSpares || tx_.heap_bytes() > kKeepBytes || words_.capacity() > kKeepBytes / 16) return;
   tx_.Clear();
   words_.clear();
-  Spare& s = spares[spares_n++];
+  Spare& s = spares.s[spares.n++];
   std::swap(tx_, s.tx);
   std::swap(words_, s.words);
 }
