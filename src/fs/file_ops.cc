@@ -413,6 +413,10 @@ bool FileSystem::Mapped(uint64_t ino) const { return shared_->mapped[ino].load(s
 Status FileSystem::ReadDir(OpenFile& d, uint64_t cookie, const std::function<bool(const DirEntryOut&)>& fn) {
   if (!d.is_dir) return Status::Error(ENOTDIR, "not a directory");
   InodeLock l(locks_.get(), d.ino, false);
+  // The directory's blocks are read through this process's region mappings,
+  // which another process may have made stale since this descriptor was
+  // opened (as for a path walk: Resolve).
+  mount_->vm().Sync();
   Inode* in = Ino(d.ino);
   if (in->mode == 0 || in->nlink == 0) return Status::Ok();  // removed: empty
   if (cookie == 0 && !fn({1, d.ino, DT_DIR, "."})) return Status::Ok();
