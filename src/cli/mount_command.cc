@@ -1,4 +1,4 @@
-// `mapfs mount POOL DIR [--mode M] [-f] [--options OPTS]` and `mapfs umount DIR`:
+// `mapfs mount POOL DIR [--mode M] [-f] [--no-default-permissions] [--options OPTS]` and `mapfs umount DIR`:
 // the FUSE front (src/fuse).
 #include <cstdio>
 #include <string>
@@ -13,10 +13,11 @@
 namespace mapfs::cli {
 
 int Mount(const std::vector<std::string>& args) {
-  Parsed p = Parse(args, {"--mode", "--options"}, {"--foreground"}, "f");
+  Parsed p = Parse(args, {"--mode", "--options"}, {"--foreground", "--no-default-permissions"}, "f");
   if (!p.error.empty() || p.pos.size() != 2) {
     if (!p.error.empty()) std::fprintf(stderr, "mapfs mount: %s\n", p.error.c_str());
-    std::fprintf(stderr, "usage: mapfs mount POOL DIR [--mode posix|sync|strict] [-f] [--options FUSE-OPTIONS]\n");
+    std::fprintf(stderr, "usage: mapfs mount POOL DIR [--mode posix|sync|strict] [-f] [--no-default-permissions]\n"
+                 "                   [--options FUSE-OPTIONS]\n");
     return 2;
   }
 #ifdef MAPFS_HAVE_FUSE
@@ -24,6 +25,7 @@ int Mount(const std::vector<std::string>& args) {
   o.pool = p.pos[0];
   o.dir = p.pos[1];
   o.foreground = p.Has("-f") || p.Has("--foreground");
+  o.default_permissions = !p.Has("--no-default-permissions");
   if (const std::string* m = p.Get("--mode")) {
     if (*m == "posix") o.mode = 0;
     else if (*m == "sync") o.mode = 1;

@@ -37,6 +37,20 @@ Status FileSystem::CheckWritable(const OpenFile& f) const {
   return Status::Ok();
 }
 
+// may_open: the access the flags ask for (O_TRUNC writes; execution
+// instead of reading for a program), then O_NOATIME for the owner only.
+Status FileSystem::MayOpen(const Cred& cr, const meta::format::Inode* in, int flags) {
+  uint64_t mode = medium::Load64(&in->mode);
+  int acc = flags & O_ACCMODE;
+  int mask = (flags & kOpenExec) ? kMayExec : acc == O_RDONLY ? kMayRead : acc == O_WRONLY ? kMayWrite : kMayRead | kMayWrite;
+  if (flags & O_TRUNC) mask |= kMayWrite;
+  if (flags & O_PATH) mask = 0;  // a handle to walk from or to fstat: no access to the file
+  if ((flags & kOpenExec) && !S_ISREG(mode)) return Status::Error(EACCES, "not a regular file");
+  Status perm = InodePermission(cr, in, mask);
+  if (perm.ok() && (flags & O_NOATIME)) perm = OwnerOrRoot(cr, UidOf(in), "O_NOATIME");
+  return perm;
+}
+
 Status FileSystem::OpenExisting(const Cred& cr, const Walk& w, int flags, std::shared_ptr<OpenFile>* out) {
   // Pin the inode (open count) while its name is locked: an unlink needs
   // the parent's write lock, so it either ran before (we see no entry) or
@@ -69,14 +83,7 @@ Status FileSystem::OpenExisting(const Cred& cr, const Walk& w, int flags, std::s
     if (acc != O_RDONLY || (flags & O_TRUNC)) return fail(Status::Error(EISDIR, "is a directory"));
     f->is_dir = true;
   }
-  // may_open: the access the flags ask for (O_TRUNC writes; execution
-  // instead of reading for a program), then O_NOATIME for the owner only.
-  int mask = (flags & kOpenExec) ? kMayExec : acc == O_RDONLY ? kMayRead : acc == O_WRONLY ? kMayWrite : kMayRead | kMayWrite;
-  if (flags & O_TRUNC) mask |= kMayWrite;
-  if (flags & O_PATH) mask = 0;  // a handle to walk from or to fstat: no access to the file
-  if ((flags & kOpenExec) && !S_ISREG(mode)) return fail(Status::Error(EACCES, "not a regular file"));
-  Status perm = InodePermission(cr, in, mask);
-  if (perm.ok() && (flags & O_NOATIME)) perm = OwnerOrRoot(cr, UidOf(in), "O_NOATIME");
+  Status perm = MayOpen(cr, in, flags);
   if (!perm.ok()) return fail(perm);
   // FIFOs, sockets and devices are only recorded (Mknod): nothing here can
   // serve them (after the permission check, as a kernel's open would be).

@@ -161,6 +161,11 @@ class FileSystem {
   // includes this description (the old image's count is taken over).
   // ESTALE when the inode is no longer live.
   Result<std::shared_ptr<OpenFile>> Adopt(uint64_t ino, int flags, bool counted);
+  // open(2) of inode `ino` held by number (the FUSE mount: the kernel
+  // walked the path): the checks of open(2) for the current caller
+  // (flags may carry kOpenExec for a program's image; O_TRUNC is only
+  // checked, the caller truncates), then as Adopt(ino, flags, false).
+  Result<std::shared_ptr<OpenFile>> OpenIno(uint64_t ino, int flags);
 
   Result<size_t> Read(OpenFile& f, void* buf, size_t n, int64_t off = -1);
   // mode >= 0 overrides the open's consistency mode for this call.
@@ -228,6 +233,11 @@ class FileSystem {
   Status StatIno(uint64_t ino, struct stat* st, uint64_t* generation = nullptr);
   Result<std::string> ReadlinkIno(uint64_t ino);
   Status ChmodIno(uint64_t ino, mode_t mode);
+  // The set-ID bits a write or truncate by the caller drops, cleared at
+  // his request (the FUSE mount: the kernel's drop comes as a chmod to
+  // `mode`): EPERM unless `mode` only clears such bits of a regular file,
+  // EACCES unless the caller may write it.
+  Status DropSetIdIno(uint64_t ino, mode_t mode);
   Status ChownIno(uint64_t ino, uid_t uid, gid_t gid);
   Status UtimensIno(uint64_t ino, const struct timespec ts[2]);
   // link(2) of inode `ino` (not a directory, still linked) as `to`.
@@ -286,6 +296,8 @@ class FileSystem {
   Status FillStat(uint64_t ino, struct stat* st);
   // Opens what the walk found, after the checks of open(2) for `c`.
   Status OpenExisting(const Cred& c, const Walk& w, int flags, std::shared_ptr<OpenFile>* out);
+  // The checks of open(2) on an inode for `c` (EACCES / EPERM).
+  Status MayOpen(const Cred& c, const meta::format::Inode* in, int flags);
   // may_delete: `c` may remove `victim` from directory `dir` (write and
   // search on it, and the sticky rule). EACCES / EPERM.
   Status MayDelete(const Cred& c, uint64_t dir, uint64_t victim);

@@ -72,4 +72,17 @@ Result<std::shared_ptr<OpenFile>> FileSystem::Adopt(uint64_t ino, int flags, boo
   return f;
 }
 
+Result<std::shared_ptr<OpenFile>> FileSystem::OpenIno(uint64_t ino, int flags) {
+  if (ino == 0 || !inodes_->Valid(ino)) return Status::Error(ESTALE, "inode " + std::to_string(ino) + " is gone");
+  {
+    InodeLock l(locks_.get(), ino, false);
+    Inode* in = Ino(ino);
+    if (in == nullptr || in->mode == 0) return Status::Error(ESTALE, "inode " + std::to_string(ino) + " is gone");
+    MAPFS_RETURN_IF_ERROR(MayOpen(CurrentCred(), in, flags));
+  }
+  // A chmod between the check and Adopt's count is the same race open(2)
+  // has between may_open and the file's use: the check stands.
+  return Adopt(ino, flags & ~(kOpenExec | O_TRUNC), false);
+}
+
 }  // namespace mapfs::fs

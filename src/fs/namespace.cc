@@ -913,6 +913,23 @@ Status FileSystem::ChmodIno(uint64_t ino, mode_t mode) {
   const Cred& c = CurrentCred();
   return SetAttr(ino, [&](Inode* in, MetaTx* tx, uint64_t v) { return ChmodFn(c, mode, in, tx, v); });
 }
+// A chmod that only clears set-ID bits a write by `c` would clear, by a
+// caller who may write the file: what the kernel sends for its
+// file_remove_privs on the FUSE mount. It grants nothing new: the same
+// caller drops those bits by truncating the file to its own size.
+Status FileSystem::DropSetIdIno(uint64_t ino, mode_t mode) {
+  if (ino == 0 || !inodes_->Valid(ino)) return Status::Error(ENOENT, "no such file or directory");
+  const Cred& c = CurrentCred();
+  return SetAttr(ino, [&](Inode* in, MetaTx* tx, uint64_t v) {
+    uint64_t cur = in->mode, drop = SetIdBitsToDrop(c, cur, GidOf(in), false);
+    uint64_t cleared = cur & 07777 & ~static_cast<uint64_t>(mode), added = mode & 07777 & ~cur;
+    if (!S_ISREG(cur) || cleared == 0 || added != 0 || (cleared & ~drop) != 0)
+      return Status::Error(EPERM, "chmod: only the owner or root");
+    MAPFS_RETURN_IF_ERROR(InodePermission(c, in, kMayWrite));
+    MAPFS_RETURN_IF_ERROR(tx->Store64(v + offsetof(Inode, mode), cur & ~cleared));
+    return tx->Store64(v + offsetof(Inode, ctime_ns), static_cast<uint64_t>(file::NowNs()));
+  });
+}
 Status FileSystem::ChownIno(uint64_t ino, uid_t uid, gid_t gid) {
   if (ino == 0 || !inodes_->Valid(ino)) return Status::Error(ENOENT, "no such file or directory");
   const Cred& c = CurrentCred();

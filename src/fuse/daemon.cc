@@ -116,13 +116,24 @@ int Serve(const MountOptions& opt, int ready_fd) {
   cache.negative_timeout = 1.0;
   cache.attr_timeout = 5.0;
   cache.keep_cache = true;
+  if (!opt.default_permissions) {
+    // Without the kernel's check, only a request reaches the core's: a
+    // name the kernel still caches is walked without asking, so another
+    // user would pass a directory he may not search. With no entry cache
+    // every walk asks for each name (as its caller, who needs search on
+    // the directory), and no cached absence answers ENOENT for EACCES.
+    cache.entry_timeout = 0;
+    cache.negative_timeout = 0;
+  }
   MountState* state = NewMountState(std::move(*mounted), cache);
 
-  // default_permissions: the kernel checks modes and owners too (the core
-  // checks each request as its caller, fuse_ops.cc AsCaller, so the two
-  // agree; keeping the kernel's check saves the core's group lookups).
+  // default_permissions (unless --no-default-permissions): the kernel
+  // checks modes and owners too, on its cached names and attributes (the
+  // core checks each request as its caller, fuse_ops.cc AsCaller, so the
+  // two agree; docs/SECURITY.md says why both is the default).
   // allow_other for root, so every user sees the mount.
-  std::string o = "default_permissions,fsname=" + opt.pool + ",subtype=mapfs";
+  std::string o = std::string(opt.default_permissions ? "default_permissions," : "") + "fsname=" + opt.pool +
+                  ",subtype=mapfs";
   if (::geteuid() == 0) o += ",allow_other";
   if (!opt.fuse_opts.empty()) o += "," + opt.fuse_opts;
   std::vector<std::string> argv_s = {"mapfs", "-o", o};

@@ -13,6 +13,9 @@ struct MountOptions {
   int mode = -1;            // consistency mode (file::Mode), -1 = the pool's
   bool foreground = false;  // serve in this process instead of a daemon
   std::string fuse_opts;    // extra -o options for libfuse (comma-separated)
+  // The kernel's default_permissions in front of the core's own checks
+  // (docs/SECURITY.md, "The FUSE mount"); false: the core's alone.
+  bool default_permissions = true;
 };
 
 // Returns the exit code (0 ok, 1 failure); prints its own messages. Without

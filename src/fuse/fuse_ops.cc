@@ -150,7 +150,12 @@ fs::Owner Caller(fuse_req_t req) {
 // Flags for the core: creation is the create op's, and O_APPEND is the
 // kernel's business (it passes the offset of every write, also for the
 // pages of a shared mapping), so the core writes where it is told.
-int CoreFlags(int flags) { return flags & ~(O_APPEND | O_CREAT | O_EXCL | O_NOCTTY | O_TRUNC); }
+// The kernel's __FMODE_EXEC, which it leaves in the flags of the open
+// behind an execve (no O_ flag uses the bit): the core checks execute
+// permission for it instead of read.
+constexpr int kFmodeExec = 0x20;
+
+int CoreFlags(int flags) { return flags & ~(O_APPEND | O_CREAT | O_EXCL | O_NOCTTY | O_TRUNC | kFmodeExec); }
 
 // Replies with the entry for inode `st` (and counts the kernel's new
 // reference to it).
@@ -247,7 +252,14 @@ void Getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
 void Setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, struct fuse_file_info* fi) {
   fs::FileSystem& f = Fs(req);
   Status r;
-  if (to_set & FUSE_SET_ATTR_MODE) r = f.ChmodIno(ino, attr->st_mode);
+  if (to_set & FUSE_SET_ATTR_MODE) {
+    r = f.ChmodIno(ino, attr->st_mode);
+    // The kernel drops a file's set-ID bits before a write or truncate by
+    // sending this chmod as the writer (libfuse 3.14 cannot take the drop
+    // over: FUSE_CAP_HANDLE_KILLPRIV never reaches the kernel, libfuse
+    // issue 884). The core allows the writer that much (DropSetIdIno).
+    if (r.code() == EPERM && f.DropSetIdIno(ino, attr->st_mode).ok()) r = Status::Ok();
+  }
   if (r.ok() && (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))) {
     uid_t uid = (to_set & FUSE_SET_ATTR_UID) ? attr->st_uid : static_cast<uid_t>(-1);
     gid_t gid = (to_set & FUSE_SET_ATTR_GID) ? attr->st_gid : static_cast<gid_t>(-1);
@@ -257,8 +269,9 @@ void Setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, stru
     if (fi != nullptr) {
       r = f.Ftruncate(File(fi), attr->st_size);
     } else {
-      // truncate(2) by name: a description of our own for the call.
-      auto h = f.Adopt(ino, O_WRONLY, false);
+      // truncate(2) by name: a description of our own for the call, for
+      // a caller who may write the file.
+      auto h = f.OpenIno(ino, O_WRONLY);
       if (!h.ok()) {
         r = h.status().code() == ESTALE ? Status::Error(ENOENT, "file was removed") : h.status();
       } else {
@@ -330,7 +343,10 @@ void Link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newn
 
 void Open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
   fs::FileSystem& f = Fs(req);
-  auto r = f.Adopt(ino, CoreFlags(fi->flags), false);
+  // The core checks open(2)'s rights as the caller (the kernel has too
+  // with default_permissions; without, this is the check).
+  int flags = CoreFlags(fi->flags) | ((fi->flags & kFmodeExec) ? fs::kOpenExec : 0);
+  auto r = f.OpenIno(ino, flags);
   if (!r.ok()) return ReplyStatus(req, r.status().code() == ESTALE ? Status::Error(ENOENT, "removed") : r.status());
   // Pages stay cached across opens unless some process maps the file:
   // its stores through the map publish no change.
@@ -400,7 +416,7 @@ void Release(fuse_req_t req, fuse_ino_t, struct fuse_file_info* fi) { ReplyStatu
 void Fsync(fuse_req_t req, fuse_ino_t, int, struct fuse_file_info* fi) { ReplyStatus(req, Fs(req).Fsync(File(fi))); }
 
 void Opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
-  auto r = Fs(req).Adopt(ino, O_RDONLY | O_DIRECTORY, false);
+  auto r = Fs(req).OpenIno(ino, O_RDONLY | O_DIRECTORY);
   if (!r.ok()) return ReplyStatus(req, r.status().code() == ESTALE ? Status::Error(ENOENT, "removed") : r.status());
   fi->fh = State(req)->Add(std::move(*r));
   // The kernel may keep the listing only as long as names are cached.

@@ -34,8 +34,9 @@
 //  * fork: the child copies the forking thread's PKRU and depth, and the
 //    key stays allocated in the child. exec: a new image starts with the
 //    kernel's initial PKRU and no keys; the shim enables again there.
-// Cost with keys: one rdpkru and two wrpkru per call (measured ~40 and
-// ~200 ns each on the virtual machine this was written on). Without pkeys (CPU, kernel, no free key, MAPFS_PKEYS=0)
+// Cost with keys: one rdpkru and two wrpkru per call (~4 and ~20 ns each
+// by CPU clock on the virtual machine this was written on: ~37 ns a call,
+// docs/PERFORMANCE.md "Protection keys"). Without pkeys (CPU, kernel, no free key, MAPFS_PKEYS=0)
 // nothing is tagged and both scopes cost one load and a branch.
 #pragma once
 

@@ -5,8 +5,11 @@
 # in README.md, "The FUSE mount", with the reason). Then unmount and fsck.
 # Runs as root for the whole suite (tests that switch users need it; as
 # another user pjdfstest skips them on both sides).
-# Usage: pjdfstest_test.sh PATH/TO/mapfs
+# Usage: pjdfstest_test.sh PATH/TO/mapfs [MOUNT-ARGS...]
+# (fuse.pjdfstest-no-default-permissions passes --no-default-permissions:
+# then the daemon's checks, as each request's caller, are the only ones.)
 source "$(dirname "$0")/common.sh" "$@"
+MOUNT_ARGS=("${@:2}")
 
 # Tests allowed to pass on tmpfs and fail on the mount (none today).
 EXCEPTIONS=()
@@ -47,7 +50,7 @@ mkdir -p "$T" "$WORK/other"
 # --top-level 9: files may reach 64 GiB (pjdfstest writes at 2 GiB); the
 # pool file stays sparse.
 "$MAPFS" mkfs "$P" --size 1G --top-level 9 ${MAPFS_TEST_FILES:+--files "$MAPFS_TEST_FILES"} >/dev/null
-mount_pool "$P" "$M"
+mount_pool "$P" "$M" "${MOUNT_ARGS[@]}"
 mkdir "$M/other"
 
 # run DIR SECONDARY NAME: pjdfstest on DIR (SECONDARY: a directory on
