@@ -236,14 +236,15 @@ int Info(const std::vector<std::string>& args) {
                 " blocks used, %s of mapping structures\n",
                 map::ToString(mp->kind()), FormatSize(h.map_len).c_str(), h.map_off, u.used_blocks + u.node_blocks,
                 u.blocks, FormatSize(u.mapping_bytes()).c_str());
-    // Aged at mkfs (--layout-score): the aging file's name carries the score.
+    // Aged at mkfs (--layout-score): the aging file's name carries the
+    // score (0.50 .. 0.99 in hundredths); looked up by name, not by a walk
+    // of the root directory, which may be large.
     std::string aged;
-    if (auto d = (*fs)->Open("/", O_RDONLY | O_DIRECTORY, 0); d.ok()) {
-      (void)(*fs)->ReadDir(**d, 0, [&](const fs::DirEntryOut& e) {
-        if (e.name.rfind(fs::kAgingPrefix, 0) == 0) aged = e.name;
-        return aged.empty();
-      });
-      (void)(*fs)->Close(**d);
+    for (int k = 50; k < 100 && aged.empty(); k++) {
+      char name[64];
+      std::snprintf(name, sizeof name, "%s0.%02d", fs::kAgingPrefix, k);
+      struct stat st;
+      if ((*fs)->Stat(std::string("/") + name, &st).ok()) aged = name;
     }
     if (!aged.empty())
       std::printf("layout          aged at mkfs for layout score %s (free space in runs between blocks of /%s)\n",
