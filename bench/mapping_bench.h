@@ -1,8 +1,16 @@
-// `mapfs bench mapping`: the block mappers of src/map measured directly
-// (HashFS paper §4.1 first; the rest of the study is not built yet, see
-// docs/MAPPING.md): append cost, warm and cold lookup latency for
-// sequential and random access, truncation, and bytes of mapping per GiB,
-// for one file of --size bytes in a mapping area of its own per design.
+// `mapfs bench mapping`: the HashFS paper's §4 study (issue 14) in one run,
+// every file-mapping design including contiguous files (ctFS partitions),
+// each in a pool of its own made by mkfs and measured through the file
+// layer (mapping_target.h says what "mapping" is for each):
+//   4.1 locality: appends, warm and cold lookups, sequential and random;
+//   4.2 layout score 1.0 / 0.85 / 0.7 (mkfs --layout-score aging);
+//   4.3 file sizes 4 KiB / 4 MiB / --size (the paper's 4 GiB, scaled);
+//   4.4 I/O sizes 4 KiB / 64 KiB / 1 MiB: whole reads and their mapping part;
+//   4.5 utilisation 80 % / 95 %;
+//   4.6 1, 2 and 4 threads (CPU clock per operation);
+//   4.7 lookups with and without the cursor / translation cache;
+//   space: bytes of mapping per GiB of data; truncation.
+// 4.8 (application workloads) is not part of it (docs/MAPPING.md).
 #pragma once
 
 #include <cstdint>
@@ -11,13 +19,13 @@
 namespace mapfs::bench {
 
 struct MappingBenchOptions {
-  std::string dir = "/dev/shm";  // where the pool file is made (and removed)
+  std::string dir = "/dev/shm";  // where the pool files are made (and removed)
   std::string json;              // write results here when non-empty
   int repeat = 0;                // 0 = default (quick 1, else 3)
   bool quick = false;
-  uint64_t size = 0;             // file bytes; 0 = default (quick 32 MiB, else 256 MiB)
-  double layout = 0.85;          // layout score: share of the file's blocks that follow the previous one
-  double util = 0.6;             // share of the block area in use once the file is written
+  uint64_t size = 0;             // the large file; 0 = default (quick 16 MiB, else 256 MiB)
+  double layout = 0.85;          // layout score of every experiment but 4.2
+  double util = 0.7;             // utilisation of every experiment but 4.5
 };
 
 int RunMappingBench(const MappingBenchOptions& opt);

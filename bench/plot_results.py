@@ -12,6 +12,10 @@ Reads JSON written by any suite's --json, or by `mapfs bench all --json`
                    number of entries, one panel per operation (log x axis)
   pswap.png        pswap against copying twice: microseconds against pages,
                    log-log, per mapping page size
+  mapping.png      `mapfs bench mapping` (the HashFS §4 study): one panel per
+                   experiment (4.1 ... 4.7, space), a bar per file-mapping
+                   design (contiguous files first) for every metric and
+                   parameter, ns on a log axis (space: bytes per GiB)
   results.md       every suite as a Markdown table: per workload, each file
                    system's median ns/op and its speed relative to tmpfs
 
@@ -142,9 +146,61 @@ def pswap_curve(rows, out):
     return path
 
 
+MAPPING_DESIGNS = ["contiguous", "hashfs", "cuckoo", "extent", "radix"]
+
+
+def design_order(d):
+    return (MAPPING_DESIGNS.index(d) if d in MAPPING_DESIGNS else len(MAPPING_DESIGNS), d)
+
+
+def mapping_charts(rows, out):
+    """The mapping study: a panel per experiment, bars per design."""
+    designs = sorted({r["mode"] for r in rows}, key=design_order)
+    exps = []
+    for r in rows:
+        e = r["workload"].split("-", 1)[0]
+        if e not in exps:
+            exps.append(e)
+    cols = 2
+    nrows = (len(exps) + cols - 1) // cols
+    fig, axes = plt.subplots(nrows, cols, figsize=(16, 4.2 * nrows), squeeze=False)
+    for i, e in enumerate(exps):
+        ax = axes[i // cols][i % cols]
+        er = [r for r in rows if r["workload"].split("-", 1)[0] == e]
+        groups = []
+        for r in er:
+            g = (r["workload"].split("-", 1)[1], r.get("threads") or r.get("pages") or 0)
+            if g not in groups:
+                groups.append(g)
+        width = 0.8 / max(1, len(designs))
+        for j, d in enumerate(designs):
+            vals = []
+            for g in groups:
+                v = [r for r in er if r["mode"] == d and r["workload"].split("-", 1)[1] == g[0]
+                     and (r.get("threads") or r.get("pages") or 0) == g[1]]
+                vals.append((v[0]["entries"] if e == "space" else v[0]["ns_per_op"]) if v else 0)
+            ax.bar([k + j * width for k in range(len(groups))], vals, width, label=d)
+        ax.set_xticks([k + 0.4 - width / 2 for k in range(len(groups))])
+        ax.set_xticklabels([f"{m}\n{p}" if p else m for m, p in groups], fontsize=7)
+        ax.set_yscale("linear" if e == "space" else "log")
+        ax.set_ylabel("bytes of mapping per GiB" if e == "space" else "ns (median)")
+        ax.set_title(f"§{e}" if e[0].isdigit() else e, fontsize=9)
+        ax.legend(fontsize=7)
+    for i in range(len(exps), nrows * cols):
+        axes[i // cols][i % cols].axis("off")
+    fig.suptitle("mapfs bench mapping: file mapping per design (HashFS paper §4); lower is faster", fontsize=10)
+    fig.tight_layout()
+    path = os.path.join(out, "mapping.png")
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+    return path
+
+
 def markdown(doc):
     """One suite as a Markdown table: ns/op (x tmpfs) per file system."""
     rows = doc["results"]
+    if doc["suite"] == "mapping":
+        return mapping_markdown(doc)
     base = {key(r): r["ns_per_op"] for r in rows if r["fs"] == "tmpfs" and r["ns_per_op"] > 0}
     cols, lines = [], {}
     for r in rows:
@@ -171,6 +227,35 @@ def markdown(doc):
     return "\n".join(out) + "\n"
 
 
+def mapping_markdown(doc):
+    """The mapping study: ns per design, and each against contiguous files."""
+    rows = doc["results"]
+    designs = sorted({r["mode"] for r in rows}, key=design_order)
+    lines = {}
+    for r in rows:
+        n = r.get("threads") or r.get("pages") or ""
+        lines.setdefault((r["workload"], n), {})[r["mode"]] = r
+    out = ["**mapping** (median ns per block looked up / per operation; (x) = time relative to contiguous "
+           "files, > 1 is slower; space: bytes of mapping per GiB)", "",
+           "| workload | n | " + " | ".join(designs) + " |", "|" + "---|" * (len(designs) + 2)]
+    for (w, n), by in lines.items():
+        base = by.get("contiguous")
+        cells = []
+        for d in designs:
+            r = by.get(d)
+            if r is None:
+                cells.append("")
+            elif w.startswith("space"):
+                cells.append(f"{r['entries'] / 2**20:.1f} MiB")
+            else:
+                c = f"{r['ns_per_op']:,.1f}"
+                if base and d != "contiguous" and base["ns_per_op"] > 0:
+                    c += f" ({r['ns_per_op'] / base['ns_per_op']:.1f}x)"
+                cells.append(c)
+        out.append(f"| {w} | {n} | " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("results", nargs="+")
@@ -186,6 +271,8 @@ def main():
                 made.append(dir_curve(rows, a.out))
             elif suite == "pswap":
                 made.append(pswap_curve(rows, a.out))
+            elif suite == "mapping":
+                made.append(mapping_charts(rows, a.out))
             else:
                 made.append(bars_vs_tmpfs(suite, rows, a.out))
     if md:

@@ -39,7 +39,7 @@ const char* const kUsage =
     "  rocksdb      [--ops KEYS]                       (db_bench, tmpfs/ext4 vs the shim)\n"
     "  sqlite       [--ops TRANSACTIONS] [--journal wal,rollback]  (TPC-C-like mix, tmpfs/ext4 vs the shim)\n"
     "  fio          [--ops IOS]                        (psync 4 KiB random 50 % read/write)\n"
-    "  mapping      [--size BYTES] [--layout-score S] [--util U]  (block mappers of src/map, HashFS §4.1)\n"
+    "  mapping      [--size BYTES] [--layout-score S] [--util U]  (file mapping, every design: HashFS paper §4.1-4.7)\n"
     "  all          every suite above, one JSON with all of them (--json)\n"
     "  plot RESULTS.json... --out DIR                  PNG charts (python3-matplotlib)\n"
     "  (micro and meta also measure mapfs through the LD_PRELOAD shim by running\n"

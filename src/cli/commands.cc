@@ -1,6 +1,7 @@
 #include "cli/commands.h"
 
 #include <sys/stat.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include "cli/parse.h"
 #include "common/units.h"
 #include "fs/file_system.h"
+#include "fs/layout_aging.h"
 #include "map/mapper.h"
 #include "mapfs/mapfs.h"
 #include "medium/persist.h"
@@ -48,13 +50,14 @@ bool MayGiveGroup(gid_t gid) {
 }  // namespace
 
 int Mkfs(const std::vector<std::string>& args) {
-  Parsed p = Parse(args, {"--size", "--page", "--mode", "--top-level", "--perm", "--group", "--files", "--map-percent"},
+  Parsed p = Parse(args, {"--size", "--page", "--mode", "--top-level", "--perm", "--group", "--files", "--map-percent",
+                          "--layout-score"},
                    {"--reserve"});
   if (!p.error.empty() || p.pos.size() != 1 || !p.Has("--size")) {
     std::fprintf(stderr,
                  "usage: mapfs mkfs POOL --size SIZE [--page 4k|2m] [--mode posix|sync|strict] [--top-level N] "
                  "[--reserve] [--perm OCTAL] [--group GROUP] [--files contiguous|hashfs|cuckoo|extent|radix] "
-                 "[--map-percent N]%s%s\n",
+                 "[--map-percent N] [--layout-score S]%s%s\n",
                  p.error.empty() ? "" : "\nmapfs mkfs: ", p.error.c_str());
     return 2;
   }
@@ -93,6 +96,17 @@ int Mkfs(const std::vector<std::string>& args) {
       return Fail("mkfs", Status::Error(EINVAL, "--map-percent must be 1..95, with --files other than contiguous"));
     co.map_percent = static_cast<uint32_t>(v);
   }
+  double layout = 1.0;
+  if (auto* ls = p.Get("--layout-score")) {
+    char* end = nullptr;
+    layout = std::strtod(ls->c_str(), &end);
+    bool runs = co.files_kind == static_cast<uint32_t>(map::Kind::kCuckoo) ||
+                co.files_kind == static_cast<uint32_t>(map::Kind::kExtent) ||
+                co.files_kind == static_cast<uint32_t>(map::Kind::kRadix);
+    if (end == ls->c_str() || *end != '\0' || !(layout >= 0.5 && layout <= 1.0) || !runs)
+      return Fail("mkfs", Status::Error(EINVAL, "--layout-score must be 0.5..1.0, with --files cuckoo, extent or radix "
+                                                "(hashfs places blocks by hash, contiguous files have no runs)"));
+  }
   if (auto* perm = p.Get("--perm")) {
     char* end = nullptr;
     long v = std::strtol(perm->c_str(), &end, 8);
@@ -126,12 +140,26 @@ int Mkfs(const std::vector<std::string>& args) {
   bool huge = pool.huge_pages(), device = std::strcmp(pool.fs_kind(), "devdax") == 0;
   bool tmpfs = std::strcmp(pool.fs_kind(), "tmpfs") == 0;
   std::string reason = pool.huge_reason();
+  fs::AgingReport aging;
+  if (layout < 1.0) {
+    // Ages the fresh pool (fs/layout_aging.h); the unmount below leaves the
+    // allocator to start at the aged runs at the next mount.
+    st = fs::AgeForLayout(**fs, layout, &aging);
+    if (!st.ok()) {
+      (void)(*fs)->Unmount();
+      ::unlink(p.pos[0].c_str());
+      return Fail("mkfs", p.pos[0], st);
+    }
+  }
   st = (*fs)->Unmount();
   if (!st.ok()) return Fail("mkfs", p.pos[0], st);
   std::string bytes = FormatSize(AlignDown(co.size, kChunkSize));
   std::printf("formatted %s: %s, %s pages, mode %s, rights %04o, files %s\n", p.pos[0].c_str(), bytes.c_str(),
               co.page_shift == 12 ? "4 KiB" : "2 MiB", ModeName(static_cast<uint32_t>(co.mode)), co.file_mode & 0666,
               co.files_kind ? map::ToString(static_cast<map::Kind>(co.files_kind)) : "contiguous");
+  if (aging.kept > 0)
+    std::printf("aged for layout score %.2f: %" PRIu64 " free runs, %" PRIu64 " blocks held by %s\n", layout,
+                aging.runs, aging.kept, aging.name.c_str());
   // Which pages the kernel will give (docs/PERFORMANCE.md, "2 MiB pages").
   if (co.page_shift == 21 && huge)
     std::printf("pages: 2 MiB huge pages (%s)\n", reason.c_str());
@@ -208,6 +236,21 @@ int Info(const std::vector<std::string>& args) {
                 " blocks used, %s of mapping structures\n",
                 map::ToString(mp->kind()), FormatSize(h.map_len).c_str(), h.map_off, u.used_blocks + u.node_blocks,
                 u.blocks, FormatSize(u.mapping_bytes()).c_str());
+    // Aged at mkfs (--layout-score): the aging file's name carries the
+    // score (0.50 .. 0.99 in hundredths); looked up by name, not by a walk
+    // of the root directory, which may be large.
+    std::string aged;
+    for (int k = 50; k < 100 && aged.empty(); k++) {
+      char name[64];
+      std::snprintf(name, sizeof name, "%s0.%02d", fs::kAgingPrefix, k);
+      struct stat st;
+      if ((*fs)->Stat(std::string("/") + name, &st).ok()) aged = name;
+    }
+    if (!aged.empty())
+      std::printf("layout          aged at mkfs for layout score %s (free space in runs between blocks of /%s)\n",
+                  aged.substr(std::strlen(fs::kAgingPrefix)).c_str(), aged.c_str());
+    else
+      std::printf("layout          not aged\n");
   }
   std::printf("space used      %s of %s (%.2f%%), %" PRIu64 " free chunks\n",
               FormatSize(vs.used_pages * kPageSize).c_str(), FormatSize(vs.total_pages * kPageSize).c_str(),
