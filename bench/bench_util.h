@@ -27,6 +27,9 @@ struct Row {
   Spread ns;             // per repeat, nanoseconds for `ops` operations
   uint64_t entries = 0;  // dir: files in the directory
   int threads = 0;       // concurrency: threads at once
+  // overlay: the kernel file system whose directory the row ran on
+  // (tmpfs | ext4 | xfs); empty in the other suites.
+  std::string dir{};
 };
 
 // The ratios every table and JSON row carries: per-operation speed against
@@ -34,8 +37,14 @@ struct Row {
 // faster. 0 when the run has no such baseline row.
 double RatioTo(const std::vector<Row>& rows, const Row& r, const std::string& base_fs);
 
+// overlay rows: per-operation speed against the kernel on the same
+// directory (the row whose fs is r.dir), in the same mode where there is
+// one (sync rows against the kernel with O_DSYNC), else its posix row.
+double RatioToKernel(const std::vector<Row>& rows, const Row& r);
+
 // Prints the rows as a table: fs/mode, page, parameter, ops, seconds (the
-// median repeat), ns/op, GB/s, the repeat spread (min/max ns/op), x tmpfs and x floor.
+// median repeat), ns/op, GB/s, the repeat spread (min/max ns/op), x tmpfs and x floor
+// (x kernel instead of x floor when the rows name a directory: overlay).
 void PrintRows(const std::vector<Row>& rows);
 
 // A progress line on stderr when it is a terminal ("\r" overwritten, cleared
