@@ -21,6 +21,12 @@ uint64_t NowNs() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
+uint64_t ProcessCpuNs() {
+  struct timespec ts {};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
 Spread SpreadOf(std::vector<double> v) {
   Spread s;
   if (v.empty()) return s;
@@ -92,8 +98,9 @@ static std::string Ratio(double x) {
 
 void PrintRows(const std::vector<Row>& rows) {
   bool overlay = std::any_of(rows.begin(), rows.end(), [](const Row& r) { return !r.dir.empty(); });
-  std::printf("%-22s %-26s %-4s %8s %10s %10s %12s %8s %23s %8s %8s\n", "workload", overlay ? "fs/mode@dir" : "fs",
-              "page", "n", "ops", "seconds", "ns/op", "GB/s", "min..max ns/op", "x tmpfs", overlay ? "x kernel" : "x floor");
+  std::printf("%-22s %-26s %-4s %8s %10s %10s %12s %8s %23s %8s %8s%s\n", "workload", overlay ? "fs/mode@dir" : "fs",
+              "page", "n", "ops", "seconds", "ns/op", "GB/s", "min..max ns/op", "x tmpfs", overlay ? "x kernel" : "x floor",
+              overlay ? "  cpu ns/op" : "");
   for (const Row& r : rows) {
     std::string fs = r.fs + (r.mode == "-" ? "" : "/" + r.mode) + (r.dir.empty() ? "" : "@" + r.dir);
     uint64_t n = r.entries ? r.entries : r.threads ? static_cast<uint64_t>(r.threads) : r.pages;
@@ -104,9 +111,12 @@ void PrintRows(const std::vector<Row>& rows) {
     if (n) std::snprintf(nbuf, sizeof nbuf, "%llu", static_cast<unsigned long long>(n));
     if (r.bytes) std::snprintf(gb, sizeof gb, "%.2f", gbps);
     double last = overlay ? RatioToKernel(rows, r) : RatioTo(rows, r, "floor");
-    std::printf("%-22s %-26s %-4s %8s %10llu %10.4f %12.0f %8s %23s %8s %8s\n", r.workload.c_str(), fs.c_str(),
+    char cpu[32] = "";
+    if (overlay && r.cpu_ns > 0) std::snprintf(cpu, sizeof cpu, "  %9.0f", r.cpu_ns / ops);
+    else if (overlay) std::snprintf(cpu, sizeof cpu, "  %9s", "-");
+    std::printf("%-22s %-26s %-4s %8s %10llu %10.4f %12.0f %8s %23s %8s %8s%s\n", r.workload.c_str(), fs.c_str(),
                 r.page.c_str(), nbuf, static_cast<unsigned long long>(r.ops), r.ns.median / 1e9, NsPerOp(r), gb, spread,
-                Ratio(RatioTo(rows, r, "tmpfs")).c_str(), Ratio(last).c_str());
+                Ratio(RatioTo(rows, r, "tmpfs")).c_str(), Ratio(last).c_str(), cpu);
   }
   std::fflush(stdout);
 }
@@ -159,9 +169,10 @@ bool WriteJson(const std::string& path, const std::string& suite, const std::vec
     double secs = r.ns.median / 1e9;
     double gbps = secs > 0 ? static_cast<double>(r.bytes) / secs / 1e9 : 0;
     // overlay rows: the directory's file system and the ratio to its kernel.
-    char extra[128] = "";
+    char extra[160] = "";
     if (!r.dir.empty())
-      std::snprintf(extra, sizeof extra, ", \"dir\": \"%s\", \"x_kernel\": %.4f", Escape(r.dir).c_str(), RatioToKernel(rows, r));
+      std::snprintf(extra, sizeof extra, ", \"dir\": \"%s\", \"x_kernel\": %.4f, \"cpu_ns_per_op\": %.1f",
+                    Escape(r.dir).c_str(), RatioToKernel(rows, r), r.ops && r.cpu_ns > 0 ? r.cpu_ns / static_cast<double>(r.ops) : 0.0);
     std::fprintf(f,
                  "  {\"workload\": \"%s\", \"fs\": \"%s\", \"mode\": \"%s\", \"page\": \"%s\", \"pages\": %llu, "
                  "\"entries\": %llu, \"threads\": %d, "

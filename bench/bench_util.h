@@ -10,6 +10,8 @@
 namespace mapfs::bench {
 
 uint64_t NowNs();
+// CPU time of this process (all its threads), ns.
+uint64_t ProcessCpuNs();
 
 struct Spread {
   double min = 0, median = 0, max = 0;
@@ -30,6 +32,11 @@ struct Row {
   // overlay: the kernel file system whose directory the row ran on
   // (tmpfs | ext4 | xfs); empty in the other suites.
   std::string dir{};
+  // overlay: the median CPU time of a repeat (this process's, or the
+  // served child's, all threads), ns for `ops` operations; 0 = not measured.
+  // Load on the machine does not stretch it as it does wall time; work the
+  // kernel does in its own threads (writeback, the loop device) is not in it.
+  double cpu_ns = 0;
 };
 
 // The ratios every table and JSON row carries: per-operation speed against

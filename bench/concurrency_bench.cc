@@ -73,7 +73,7 @@ ConcurrencyPlans PlanConcurrency(const ConcurrencyWorkload& w, int threads, uint
 }
 
 double RunConcurrencyOnce(Target& t, const ConcurrencyWorkload& w, int threads, uint64_t ops, uint64_t file_bytes,
-                          const ConcurrencyPlans& plans) {
+                          const ConcurrencyPlans& plans, double* cpu_ns) {
   using Workload = ConcurrencyWorkload;
   std::vector<int> fds(threads, -1);
   auto file_of = [&](int i) { return "/c/t" + std::to_string(i); };
@@ -129,10 +129,11 @@ double RunConcurrencyOnce(Target& t, const ConcurrencyWorkload& w, int threads, 
       }
     });
   while (ready.load() < threads) std::this_thread::yield();
-  uint64_t t0 = NowNs();
+  uint64_t t0 = NowNs(), c0 = ProcessCpuNs();
   go.store(true, std::memory_order_release);
   for (auto& th : ws) th.join();
   uint64_t t1 = NowNs();
+  if (cpu_ns != nullptr) *cpu_ns = static_cast<double>(ProcessCpuNs() - c0);
   for (int i = 0; i < threads; i++) {
     if (fds[i] >= 0) t.Close(fds[i]);
     if (w.kind == Workload::kAppend || w.kind == Workload::kOverwrite) t.Unlink(file_of(i));
@@ -197,7 +198,7 @@ int RunConcurrencyBench(const ConcurrencyBenchOptions& o) {
         for (size_t k = 0; k < targets.size() && rc == 0; k++) {
           Progress("concurrency %s, %d threads, %s, repeat %d of %d", w.name.c_str(), threads,
                    targets[k]->name.c_str(), r + 1, repeat);
-          double t = RunConcurrencyOnce(*targets[k], w, threads, ops, file_bytes, plans);
+          double t = RunConcurrencyOnce(*targets[k], w, threads, ops, file_bytes, plans, nullptr);
           if (t < 0) rc = 1;
           ns[k].push_back(t);
         }

@@ -56,8 +56,11 @@ ConcurrencyPlans PlanConcurrency(const ConcurrencyWorkload& w, int threads, uint
 
 struct Target;
 // Runs `w` with `threads` threads on `t` (files under "/c"; `file_bytes` a
-// multiple of 256 KiB); returns wall ns or -1. The files a run makes are removed afterwards (untimed).
+// multiple of 256 KiB); returns wall ns or -1. The files a run makes are
+// removed afterwards (untimed).
+// With `cpu_ns`, also the process's CPU time over the timed part (the
+// waiting threads spin on a yield loop before it, not during it).
 double RunConcurrencyOnce(Target& t, const ConcurrencyWorkload& w, int threads, uint64_t ops, uint64_t file_bytes,
-                          const ConcurrencyPlans& plans);
+                          const ConcurrencyPlans& plans, double* cpu_ns = nullptr);
 
 }  // namespace mapfs::bench

@@ -63,10 +63,11 @@ std::vector<std::string> ShimEngines(const std::string& probe_dir) {
 
 // Medians of the repeats into rows.
 void AddRows(std::vector<Row>& rows, const std::string& w, const Runner& r, uint64_t ops, uint64_t bytes, int threads,
-             const std::vector<double>& ns) {
+             const std::vector<double>& ns, const std::vector<double>& cpu = {}) {
   Row row{w, r.fs, r.mode, "4k", 0, ops, bytes, SpreadOf(ns)};
   row.threads = threads;
   row.dir = r.dir;
+  row.cpu_ns = SpreadOf(cpu).median;
   rows.push_back(row);
 }
 
@@ -221,7 +222,7 @@ int RunOverlayBench(const OverlayBenchOptions& o) {
 
     for (std::string w : {"append", "sw", "sr", "rw", "rr"}) {
       bool writes = w == "append" || w == "sw" || w == "rw";
-      std::vector<std::vector<double>> t(runners.size());
+      std::vector<std::vector<double>> t(runners.size()), cpu(runners.size());
       for (int r = 0; r < repeat && rc == 0; r++)
         for (size_t k = 0; k < runners.size() && rc == 0; k++) {
           if (!runs(*runners[k], writes)) continue;
@@ -230,10 +231,11 @@ int RunOverlayBench(const OverlayBenchOptions& o) {
           double ns = runners[k]->Micro(w);
           if (ns < 0) std::fprintf(stderr, "mapfs bench overlay: %s on %s@%s failed\n", w.c_str(), runners[k]->fs.c_str(), runners[k]->dir.c_str()), rc = 1;
           t[k].push_back(ns);
+          cpu[k].push_back(runners[k]->last_cpu_ns);
         }
       uint64_t ops = w == "rw" || w == "rr" || w == "append" ? p.size / 4096 : 10;
       for (size_t k = 0; k < runners.size() && rc == 0; k++)
-        if (!t[k].empty()) AddRows(rows, w, *runners[k], ops, p.size, 0, t[k]);
+        if (!t[k].empty()) AddRows(rows, w, *runners[k], ops, p.size, 0, t[k], cpu[k]);
     }
     {
       std::vector<std::vector<double>> t[5];
@@ -259,7 +261,7 @@ int RunOverlayBench(const OverlayBenchOptions& o) {
       const ConcurrencyWorkload& w = cws[wi];
       if (w.kind != ConcurrencyWorkload::kShared) continue;  // MadFS Figs. 8-9: one shared file
       for (int threads : tcounts) {
-        std::vector<std::vector<double>> t(runners.size());
+        std::vector<std::vector<double>> t(runners.size()), cpu(runners.size());
         for (int r = 0; r < repeat && rc == 0; r++)
           for (size_t k = 0; k < runners.size() && rc == 0; k++) {
             if (!runs(*runners[k], w.read_pct < 100)) continue;
@@ -268,10 +270,11 @@ int RunOverlayBench(const OverlayBenchOptions& o) {
             double ns = runners[k]->Shared(wi, threads);
             if (ns < 0) std::fprintf(stderr, "mapfs bench overlay: %s on %s@%s failed\n", w.name.c_str(), runners[k]->fs.c_str(), runners[k]->dir.c_str()), rc = 1;
             t[k].push_back(ns);
+            cpu[k].push_back(runners[k]->last_cpu_ns);
           }
         uint64_t ops = p.conc_ops * static_cast<uint64_t>(threads);
         for (size_t k = 0; k < runners.size() && rc == 0; k++)
-          if (!t[k].empty()) AddRows(rows, w.name, *runners[k], ops, ops * 4096, threads, t[k]);
+          if (!t[k].empty()) AddRows(rows, w.name, *runners[k], ops, ops * 4096, threads, t[k], cpu[k]);
       }
     }
     ProgressDone();

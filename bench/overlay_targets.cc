@@ -145,7 +145,10 @@ double LocalRunner::Micro(const std::string& w) {
     if (t_->Stat("/micro.dat", &st) != 0 || static_cast<uint64_t>(st.st_size) != p_.size)
       if (MicroRun(*t_, "swe", p_.size, const_cast<char*>(p_.buf.data()), p_.offs) < 0) return -1;
   }
-  return MicroRun(*t_, w, p_.size, const_cast<char*>(p_.buf.data()), p_.offs);
+  uint64_t c0 = ProcessCpuNs();
+  double ns = MicroRun(*t_, w, p_.size, const_cast<char*>(p_.buf.data()), p_.offs);
+  last_cpu_ns = static_cast<double>(ProcessCpuNs() - c0);
+  return ns;
 }
 
 bool LocalRunner::Meta(uint64_t n, double ns[5]) { return MetaRun(*t_, n, ns); }
@@ -154,7 +157,7 @@ double LocalRunner::Shared(size_t workload, int threads) {
   const std::vector<ConcurrencyWorkload> ws = ConcurrencyWorkloads();
   if (workload >= ws.size()) return -1;
   ConcurrencyPlans plans = PlanConcurrency(ws[workload], threads, p_.conc_ops, p_.conc_bytes);
-  return RunConcurrencyOnce(*t_, ws[workload], threads, p_.conc_ops, p_.conc_bytes, plans);
+  return RunConcurrencyOnce(*t_, ws[workload], threads, p_.conc_ops, p_.conc_bytes, plans, &last_cpu_ns);
 }
 
 std::unique_ptr<RemoteRunner> RemoteRunner::Start(const std::string& root, const std::string& engine,
@@ -239,7 +242,9 @@ bool RemoteRunner::Ask(const std::string& cmd, std::vector<double>* out) {
 
 double RemoteRunner::Micro(const std::string& w) {
   std::vector<double> v;
-  return Ask("micro " + w, &v) && v.size() == 1 ? v[0] : -1;
+  if (!Ask("micro " + w, &v) || v.size() != 2) return -1;
+  last_cpu_ns = v[1];
+  return v[0];
 }
 
 bool RemoteRunner::Meta(uint64_t n, double ns[5]) {
@@ -251,7 +256,9 @@ bool RemoteRunner::Meta(uint64_t n, double ns[5]) {
 
 double RemoteRunner::Shared(size_t workload, int threads) {
   std::vector<double> v;
-  return Ask("shared " + std::to_string(workload) + " " + std::to_string(threads), &v) && v.size() == 1 ? v[0] : -1;
+  if (!Ask("shared " + std::to_string(workload) + " " + std::to_string(threads), &v) || v.size() != 2) return -1;
+  last_cpu_ns = v[1];
+  return v[0];
 }
 
 int ServeOverlayBench(const std::string& root, const OverlayParams& p) {
@@ -266,7 +273,7 @@ int ServeOverlayBench(const std::string& root, const OverlayParams& p) {
       answer = "ok";
     } else if (cmd == "micro" && (in >> w)) {
       double ns = r.Micro(w);
-      if (ns >= 0) answer = "ok " + std::to_string(ns);
+      if (ns >= 0) answer = "ok " + std::to_string(ns) + " " + std::to_string(r.last_cpu_ns);
     } else if (cmd == "meta") {
       uint64_t n = 0;
       double ns[5];
@@ -278,7 +285,7 @@ int ServeOverlayBench(const std::string& root, const OverlayParams& p) {
       size_t k = 0;
       int threads = 0;
       double ns = (in >> k >> threads) ? r.Shared(k, threads) : -1;
-      if (ns >= 0) answer = "ok " + std::to_string(ns);
+      if (ns >= 0) answer = "ok " + std::to_string(ns) + " " + std::to_string(r.last_cpu_ns);
     }
     std::printf("%s\n", answer.c_str());
     std::fflush(stdout);

@@ -76,7 +76,9 @@ struct OverlayParams {
 };
 
 // One measured configuration. Each call returns ns (or false/-1 after
-// saying what failed).
+// saying what failed); Micro and Shared also leave the CPU time the
+// workload's process spent in last_cpu_ns (the served child's, for a
+// RemoteRunner).
 class Runner {
  public:
   virtual ~Runner() = default;
@@ -84,6 +86,7 @@ class Runner {
   virtual bool Meta(uint64_t n, double ns[5]) = 0;
   virtual double Shared(size_t workload, int threads) = 0;  // index into ConcurrencyWorkloads()
   std::string fs, mode, dir;                                // the rows' fields
+  double last_cpu_ns = 0;
 };
 
 class LocalRunner : public Runner {
