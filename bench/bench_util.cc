@@ -21,6 +21,12 @@ uint64_t NowNs() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
+uint64_t ProcessCpuNs() {
+  struct timespec ts {};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
 Spread SpreadOf(std::vector<double> v) {
   Spread s;
   if (v.empty()) return s;
@@ -73,6 +79,16 @@ double RatioTo(const std::vector<Row>& rows, const Row& r, const std::string& ba
   return 0;
 }
 
+double RatioToKernel(const std::vector<Row>& rows, const Row& r) {
+  if (r.dir.empty() || NsPerOp(r) <= 0) return 0;
+  for (bool same_mode : {true, false})
+    for (const Row& b : rows)
+      if (b.dir == r.dir && b.fs == r.dir && b.workload == r.workload && b.pages == r.pages && b.entries == r.entries &&
+          b.threads == r.threads && (same_mode ? b.mode == r.mode : b.mode == "posix"))
+        return NsPerOp(b) / NsPerOp(r);
+  return 0;
+}
+
 static std::string Ratio(double x) {
   char b[32];
   if (x <= 0) return "-";
@@ -81,10 +97,12 @@ static std::string Ratio(double x) {
 }
 
 void PrintRows(const std::vector<Row>& rows) {
-  std::printf("%-22s %-20s %-4s %8s %10s %10s %12s %8s %23s %8s %8s\n", "workload", "fs", "page", "n", "ops", "seconds",
-              "ns/op", "GB/s", "min..max ns/op", "x tmpfs", "x floor");
+  bool overlay = std::any_of(rows.begin(), rows.end(), [](const Row& r) { return !r.dir.empty(); });
+  std::printf("%-22s %-26s %-4s %8s %10s %10s %12s %8s %23s %8s %8s%s\n", "workload", overlay ? "fs/mode@dir" : "fs",
+              "page", "n", "ops", "seconds", "ns/op", "GB/s", "min..max ns/op", "x tmpfs", overlay ? "x kernel" : "x floor",
+              overlay ? "  cpu ns/op" : "");
   for (const Row& r : rows) {
-    std::string fs = r.fs + (r.mode == "-" ? "" : "/" + r.mode);
+    std::string fs = r.fs + (r.mode == "-" ? "" : "/" + r.mode) + (r.dir.empty() ? "" : "@" + r.dir);
     uint64_t n = r.entries ? r.entries : r.threads ? static_cast<uint64_t>(r.threads) : r.pages;
     double ops = static_cast<double>(r.ops ? r.ops : 1);
     double gbps = r.ns.median > 0 ? static_cast<double>(r.bytes) / r.ns.median : 0;
@@ -92,9 +110,13 @@ void PrintRows(const std::vector<Row>& rows) {
     std::snprintf(spread, sizeof spread, "%.0f..%.0f", r.ns.min / ops, r.ns.max / ops);
     if (n) std::snprintf(nbuf, sizeof nbuf, "%llu", static_cast<unsigned long long>(n));
     if (r.bytes) std::snprintf(gb, sizeof gb, "%.2f", gbps);
-    std::printf("%-22s %-20s %-4s %8s %10llu %10.4f %12.0f %8s %23s %8s %8s\n", r.workload.c_str(), fs.c_str(),
+    double last = overlay ? RatioToKernel(rows, r) : RatioTo(rows, r, "floor");
+    char cpu[32] = "";
+    if (overlay && r.cpu_ns > 0) std::snprintf(cpu, sizeof cpu, "  %9.0f", r.cpu_ns / ops);
+    else if (overlay) std::snprintf(cpu, sizeof cpu, "  %9s", "-");
+    std::printf("%-22s %-26s %-4s %8s %10llu %10.4f %12.0f %8s %23s %8s %8s%s\n", r.workload.c_str(), fs.c_str(),
                 r.page.c_str(), nbuf, static_cast<unsigned long long>(r.ops), r.ns.median / 1e9, NsPerOp(r), gb, spread,
-                Ratio(RatioTo(rows, r, "tmpfs")).c_str(), Ratio(RatioTo(rows, r, "floor")).c_str());
+                Ratio(RatioTo(rows, r, "tmpfs")).c_str(), Ratio(last).c_str(), cpu);
   }
   std::fflush(stdout);
 }
@@ -146,15 +168,20 @@ bool WriteJson(const std::string& path, const std::string& suite, const std::vec
     const Row& r = rows[i];
     double secs = r.ns.median / 1e9;
     double gbps = secs > 0 ? static_cast<double>(r.bytes) / secs / 1e9 : 0;
+    // overlay rows: the directory's file system and the ratio to its kernel.
+    char extra[160] = "";
+    if (!r.dir.empty())
+      std::snprintf(extra, sizeof extra, ", \"dir\": \"%s\", \"x_kernel\": %.4f, \"cpu_ns_per_op\": %.1f",
+                    Escape(r.dir).c_str(), RatioToKernel(rows, r), r.ops && r.cpu_ns > 0 ? r.cpu_ns / static_cast<double>(r.ops) : 0.0);
     std::fprintf(f,
                  "  {\"workload\": \"%s\", \"fs\": \"%s\", \"mode\": \"%s\", \"page\": \"%s\", \"pages\": %llu, "
                  "\"entries\": %llu, \"threads\": %d, "
                  "\"ops\": %llu, \"seconds\": %.9f, \"ns_per_op\": %.1f, \"gb_per_s\": %.3f, "
-                 "\"min_ns\": %.0f, \"median_ns\": %.0f, \"max_ns\": %.0f, \"x_tmpfs\": %.4f, \"x_floor\": %.4f}%s\n",
+                 "\"min_ns\": %.0f, \"median_ns\": %.0f, \"max_ns\": %.0f, \"x_tmpfs\": %.4f, \"x_floor\": %.4f%s}%s\n",
                  Escape(r.workload).c_str(), Escape(r.fs).c_str(), Escape(r.mode).c_str(), Escape(r.page).c_str(),
                  static_cast<unsigned long long>(r.pages), static_cast<unsigned long long>(r.entries), r.threads,
                  static_cast<unsigned long long>(r.ops), secs, NsPerOp(r), gbps, r.ns.min, r.ns.median, r.ns.max,
-                 RatioTo(rows, r, "tmpfs"), RatioTo(rows, r, "floor"), i + 1 < rows.size() ? "," : "");
+                 RatioTo(rows, r, "tmpfs"), RatioTo(rows, r, "floor"), extra, i + 1 < rows.size() ? "," : "");
   }
   std::fprintf(f, "]}\n");
   return std::fclose(f) == 0;

@@ -15,6 +15,11 @@ ROW_FIELDS = {"workload": str, "fs": str, "mode": str, "page": str, "pages": int
               "ops": int, "seconds": float, "ns_per_op": float, "gb_per_s": float, "min_ns": float,
               "median_ns": float, "max_ns": float, "x_tmpfs": float, "x_floor": float}
 FS = {"floor", "tmpfs", "ext4", "mapfs", "mapfs-preload", "mapfs-fuse"}
+# `mapfs bench overlay`: the kernel on each directory, the engines in-process
+# and through the shim; every row names its directory and its speed against
+# the kernel there.
+OVERLAY_FS = {"tmpfs", "ext4", "xfs", "split", "virtual", "split-preload", "virtual-preload", "mapfs"}
+OVERLAY_DIRS = {"tmpfs", "ext4", "xfs"}
 
 
 def check_suite(doc, where):
@@ -30,7 +35,12 @@ def check_suite(doc, where):
                 return f"{where}: row {i} has no '{k}'"
             if not isinstance(r[k], (int, float) if t is float else t):
                 return f"{where}: row {i} '{k}' is {r[k]!r}"
-        if r["fs"] not in FS:
+        if doc["suite"] == "overlay":
+            if r["fs"] not in OVERLAY_FS or r.get("dir") not in OVERLAY_DIRS:
+                return f"{where}: row {i} fs '{r['fs']}' dir {r.get('dir')!r}"
+            if not isinstance(r.get("x_kernel"), (int, float)):
+                return f"{where}: row {i} has no numeric 'x_kernel'"
+        elif r["fs"] not in FS:
             return f"{where}: row {i} fs '{r['fs']}'"
         if not r["min_ns"] <= r["median_ns"] <= r["max_ns"]:
             return f"{where}: row {i} spread out of order"
@@ -39,6 +49,13 @@ def check_suite(doc, where):
         return f"{where}: no mapfs rows"
     if doc["suite"] not in ("pswap", "mapping") and "tmpfs" not in fss:
         return f"{where}: no tmpfs baseline"
+    if doc["suite"] == "overlay":
+        # Each directory measured has its kernel rows, and the engines ran.
+        for d in {r["dir"] for r in rows}:
+            if not any(r["fs"] == d and r["dir"] == d for r in rows):
+                return f"{where}: no kernel rows on {d}"
+        if not fss & {"split", "split-preload"} or "virtual" not in fss:
+            return f"{where}: no engine rows"
     return None
 
 

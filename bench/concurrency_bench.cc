@@ -43,14 +43,10 @@ class Zipfian {
   double theta_, zetan_ = 0, alpha_ = 0, eta_ = 0;
 };
 
-struct Workload {
-  std::string name;
-  enum Kind { kAppend, kOverwrite, kCreatePrivate, kCreateShared, kShared } kind;
-  bool zipf = false;
-  int read_pct = 0;
-};
+}  // namespace
 
-std::vector<Workload> Workloads() {
+std::vector<ConcurrencyWorkload> ConcurrencyWorkloads() {
+  using Workload = ConcurrencyWorkload;
   std::vector<Workload> w = {{"append-private", Workload::kAppend},
                              {"overwrite-private", Workload::kOverwrite},
                              {"create-private-dir", Workload::kCreatePrivate},
@@ -61,35 +57,45 @@ std::vector<Workload> Workloads() {
   return w;
 }
 
-// One operation of a thread's prepared plan: a 4 KiB block and read/write.
-struct Step {
-  uint64_t off;
-  bool read;
-};
+ConcurrencyPlans PlanConcurrency(const ConcurrencyWorkload& w, int threads, uint64_t ops, uint64_t file_bytes) {
+  ConcurrencyPlans plans(threads);
+  if (w.kind == ConcurrencyWorkload::kOverwrite || w.kind == ConcurrencyWorkload::kShared) {
+    Zipfian zipf(file_bytes / kIo, 0.9);
+    for (int i = 0; i < threads; i++) {
+      std::mt19937_64 rng(1000 * threads + i);
+      for (uint64_t k = 0; k < ops; k++) {
+        uint64_t block = w.zipf ? zipf.Next(rng) : rng() % (file_bytes / kIo);
+        plans[i].push_back({block * kIo, static_cast<int>(rng() % 100) < w.read_pct});
+      }
+    }
+  }
+  return plans;
+}
 
-// Runs `w` with `threads` threads on `t`; returns wall ns or -1. The files a
-// run makes are removed afterwards (untimed).
-double RunOnce(Target& t, const Workload& w, int threads, uint64_t ops, uint64_t file_bytes,
-               const std::vector<std::vector<Step>>& plans) {
+double RunConcurrencyOnce(Target& t, const ConcurrencyWorkload& w, int threads, uint64_t ops, uint64_t file_bytes,
+                          const ConcurrencyPlans& plans, double* cpu_ns) {
+  using Workload = ConcurrencyWorkload;
   std::vector<int> fds(threads, -1);
   auto file_of = [&](int i) { return "/c/t" + std::to_string(i); };
   auto dir_of = [&](int i) { return w.kind == Workload::kCreatePrivate ? "/c/d" + std::to_string(i) : std::string("/c/shared"); };
   t.Mkdir("/c");
-  std::vector<char> block(kIo, 'c');
+  // The untimed fill of the files the workload overwrites, in large writes.
+  constexpr size_t kFill = 256 * 1024;
+  std::vector<char> block(kFill, 'c');
   for (int i = 0; i < threads; i++) {
     if (w.kind == Workload::kAppend || w.kind == Workload::kOverwrite) {
       fds[i] = t.Open(file_of(i), O_CREAT | O_RDWR | O_TRUNC);
       if (!Check(fds[i] >= 0, "open")) return -1;
       if (w.kind == Workload::kOverwrite)
-        for (uint64_t o = 0; o < file_bytes; o += kIo)
-          if (!Check(t.Pwrite(fds[i], block.data(), kIo, static_cast<off_t>(o)) == kIo, "fill")) return -1;
+        for (uint64_t o = 0; o < file_bytes; o += kFill)
+          if (!Check(t.Pwrite(fds[i], block.data(), kFill, static_cast<off_t>(o)) == kFill, "fill")) return -1;
     } else if (w.kind == Workload::kShared) {
       fds[i] = i == 0 ? t.Open("/c/shared.dat", O_CREAT | O_RDWR) : t.Open("/c/shared.dat", O_RDWR);
       if (!Check(fds[i] >= 0, "open")) return -1;
       struct stat st;
       if (i == 0 && t.Stat("/c/shared.dat", &st) == 0 && static_cast<uint64_t>(st.st_size) < file_bytes)
-        for (uint64_t o = 0; o < file_bytes; o += kIo)
-          if (!Check(t.Pwrite(fds[0], block.data(), kIo, static_cast<off_t>(o)) == kIo, "fill")) return -1;
+        for (uint64_t o = 0; o < file_bytes; o += kFill)
+          if (!Check(t.Pwrite(fds[0], block.data(), kFill, static_cast<off_t>(o)) == kFill, "fill")) return -1;
     } else {
       t.Mkdir(dir_of(i));
     }
@@ -109,7 +115,7 @@ double RunOnce(Target& t, const Workload& w, int threads, uint64_t ops, uint64_t
           case Workload::kAppend: ok = t.Write(fds[i], buf.data(), kIo) == kIo; break;
           case Workload::kOverwrite:
           case Workload::kShared: {
-            const Step& s = plans[i][k];
+            const ConcurrencyStep& s = plans[i][k];
             ok = (s.read ? t.Pread(fds[i], buf.data(), kIo, static_cast<off_t>(s.off))
                          : t.Pwrite(fds[i], buf.data(), kIo, static_cast<off_t>(s.off))) == kIo;
             break;
@@ -123,10 +129,11 @@ double RunOnce(Target& t, const Workload& w, int threads, uint64_t ops, uint64_t
       }
     });
   while (ready.load() < threads) std::this_thread::yield();
-  uint64_t t0 = NowNs();
+  uint64_t t0 = NowNs(), c0 = ProcessCpuNs();
   go.store(true, std::memory_order_release);
   for (auto& th : ws) th.join();
   uint64_t t1 = NowNs();
+  if (cpu_ns != nullptr) *cpu_ns = static_cast<double>(ProcessCpuNs() - c0);
   for (int i = 0; i < threads; i++) {
     if (fds[i] >= 0) t.Close(fds[i]);
     if (w.kind == Workload::kAppend || w.kind == Workload::kOverwrite) t.Unlink(file_of(i));
@@ -139,8 +146,6 @@ double RunOnce(Target& t, const Workload& w, int threads, uint64_t ops, uint64_t
   t.Rmdir("/c");
   return failed ? -1 : static_cast<double>(t1 - t0);
 }
-
-}  // namespace
 
 int RunConcurrencyBench(const ConcurrencyBenchOptions& o) {
   uint64_t ops = o.ops ? o.ops : o.quick ? 2000 : 20000;
@@ -184,31 +189,21 @@ int RunConcurrencyBench(const ConcurrencyBenchOptions& o) {
 
   std::vector<Row> rows;
   int rc = 0;
-  for (const Workload& w : Workloads()) {
+  for (const ConcurrencyWorkload& w : ConcurrencyWorkloads()) {
     for (int threads : tcounts) {
       // Each thread's offsets and read/write choices, drawn before timing.
-      std::vector<std::vector<Step>> plans(threads);
-      if (w.kind == Workload::kOverwrite || w.kind == Workload::kShared) {
-        Zipfian zipf(file_bytes / kIo, 0.9);
-        for (int i = 0; i < threads; i++) {
-          std::mt19937_64 rng(1000 * threads + i);
-          for (uint64_t k = 0; k < ops; k++) {
-            uint64_t block = w.zipf ? zipf.Next(rng) : rng() % (file_bytes / kIo);
-            plans[i].push_back({block * kIo, static_cast<int>(rng() % 100) < w.read_pct});
-          }
-        }
-      }
+      ConcurrencyPlans plans = PlanConcurrency(w, threads, ops, file_bytes);
       std::vector<std::vector<double>> ns(targets.size());
       for (int r = 0; r < repeat && rc == 0; r++)
         for (size_t k = 0; k < targets.size() && rc == 0; k++) {
           Progress("concurrency %s, %d threads, %s, repeat %d of %d", w.name.c_str(), threads,
                    targets[k]->name.c_str(), r + 1, repeat);
-          double t = RunOnce(*targets[k], w, threads, ops, file_bytes, plans);
+          double t = RunConcurrencyOnce(*targets[k], w, threads, ops, file_bytes, plans, nullptr);
           if (t < 0) rc = 1;
           ns[k].push_back(t);
         }
       if (rc != 0) break;
-      bool io = w.kind != Workload::kCreatePrivate && w.kind != Workload::kCreateShared;
+      bool io = w.kind != ConcurrencyWorkload::kCreatePrivate && w.kind != ConcurrencyWorkload::kCreateShared;
       for (size_t k = 0; k < targets.size(); k++) {
         Row row{w.name, targets[k]->name, targets[k]->mode, "4k", 0, ops * threads, io ? ops * threads * kIo : 0,
                 SpreadOf(ns[k])};

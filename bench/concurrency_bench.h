@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace mapfs::bench {
 
@@ -32,5 +33,34 @@ struct ConcurrencyBenchOptions {
 };
 
 int RunConcurrencyBench(const ConcurrencyBenchOptions& o);
+
+// The workloads above, in the order the suite runs them (the overlay suite
+// reuses the shared-file ones: MadFS Figs. 8-9).
+struct ConcurrencyWorkload {
+  std::string name;
+  enum Kind { kAppend, kOverwrite, kCreatePrivate, kCreateShared, kShared } kind;
+  bool zipf = false;
+  int read_pct = 0;
+};
+std::vector<ConcurrencyWorkload> ConcurrencyWorkloads();
+
+// One operation of a thread's prepared plan: a 4 KiB block and read/write.
+struct ConcurrencyStep {
+  uint64_t off;
+  bool read;
+};
+// Per thread, its `ops` steps, drawn before timing from fixed seeds (the
+// same plan in every process that asks for it).
+using ConcurrencyPlans = std::vector<std::vector<ConcurrencyStep>>;
+ConcurrencyPlans PlanConcurrency(const ConcurrencyWorkload& w, int threads, uint64_t ops, uint64_t file_bytes);
+
+struct Target;
+// Runs `w` with `threads` threads on `t` (files under "/c"; `file_bytes` a
+// multiple of 256 KiB); returns wall ns or -1. The files a run makes are
+// removed afterwards (untimed).
+// With `cpu_ns`, also the process's CPU time over the timed part (the
+// waiting threads spin on a yield loop before it, not during it).
+double RunConcurrencyOnce(Target& t, const ConcurrencyWorkload& w, int threads, uint64_t ops, uint64_t file_bytes,
+                          const ConcurrencyPlans& plans, double* cpu_ns = nullptr);
 
 }  // namespace mapfs::bench

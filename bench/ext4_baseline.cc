@@ -27,10 +27,11 @@ bool Tool(const std::string& cmd, std::string* reason) {
 
 }  // namespace
 
-bool Ext4Baseline::Mount(uint64_t bytes, uint64_t inodes, const std::string& shm_dir, std::string* reason) {
+bool Ext4Baseline::Mount(uint64_t bytes, uint64_t inodes, const std::string& shm_dir, std::string* reason,
+                         const std::string& type) {
   std::string tag = std::to_string(::getpid());
-  std::string image = shm_dir + "/mapfs-bench-ext4-" + tag + ".img";
-  std::string dir = "/tmp/mapfs-bench-ext4-" + tag;
+  std::string image = shm_dir + "/mapfs-bench-" + type + "-" + tag + ".img";
+  std::string dir = "/tmp/mapfs-bench-" + type + "-" + tag;
   if (::geteuid() != 0) {
     *reason = "mounting a loop device needs root";
     return false;
@@ -45,7 +46,8 @@ bool Ext4Baseline::Mount(uint64_t bytes, uint64_t inodes, const std::string& shm
   // Inode tables and the journal initialised now, not by a kernel thread
   // during the measurements.
   std::string n = inodes ? " -N " + std::to_string(inodes + 1024) : "";
-  if (!Tool("mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0,nodiscard" + n + " " + ShellQuote(image), reason)) {
+  std::string mkfs = type == "xfs" ? "mkfs.xfs -q -f -K" : "mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0,nodiscard" + n;
+  if (!Tool(mkfs + " " + ShellQuote(image), reason)) {
     ::unlink(image.c_str());
     return false;
   }
@@ -54,7 +56,7 @@ bool Ext4Baseline::Mount(uint64_t bytes, uint64_t inodes, const std::string& shm
     ::unlink(image.c_str());
     return false;
   }
-  if (!Tool("mount -t ext4 -o loop " + ShellQuote(image) + " " + ShellQuote(dir), reason)) {
+  if (!Tool("mount -t " + type + " -o loop " + ShellQuote(image) + " " + ShellQuote(dir), reason)) {
     ::rmdir(dir.c_str());
     ::unlink(image.c_str());
     return false;
@@ -72,15 +74,20 @@ Ext4Baseline::~Ext4Baseline() {
   ::unlink(image_.c_str());
 }
 
-bool MountExt4OrSay(Ext4Baseline& e, uint64_t bytes, uint64_t inodes, const std::string& shm_dir) {
+bool MountLoopOrSay(Ext4Baseline& e, const std::string& type, uint64_t bytes, uint64_t inodes,
+                    const std::string& shm_dir) {
   std::string reason = "MAPFS_BENCH_NO_EXT4 is set";
-  if (std::getenv("MAPFS_BENCH_NO_EXT4") == nullptr && e.Mount(bytes, inodes, shm_dir, &reason)) {
-    std::printf("ext4: %llu MiB on a loop device over %s, mounted at %s\n",
+  if (std::getenv("MAPFS_BENCH_NO_EXT4") == nullptr && e.Mount(bytes, inodes, shm_dir, &reason, type)) {
+    std::printf("%s: %llu MiB on a loop device over %s, mounted at %s\n", type.c_str(),
                 static_cast<unsigned long long>(bytes >> 20), shm_dir.c_str(), e.dir().c_str());
     return true;
   }
-  std::printf("ext4 skipped: %s\n", reason.c_str());
+  std::printf("%s skipped: %s\n", type.c_str(), reason.c_str());
   return false;
+}
+
+bool MountExt4OrSay(Ext4Baseline& e, uint64_t bytes, uint64_t inodes, const std::string& shm_dir) {
+  return MountLoopOrSay(e, "ext4", bytes, inodes, shm_dir);
 }
 
 }  // namespace mapfs::bench

@@ -21,11 +21,9 @@
 #include "medium/persist.h"
 
 namespace mapfs::bench {
-namespace {
 
 constexpr size_t kIo = 4096;
 
-// Micro workloads on one target; returns ns for the whole workload or -1.
 double MicroRun(Target& t, const std::string& w, uint64_t size, char* buf, const std::vector<uint64_t>& offs) {
   const std::string f = "/micro.dat";
   uint64_t t0 = 0, t1 = 0;
@@ -67,6 +65,40 @@ double MicroRun(Target& t, const std::string& w, uint64_t size, char* buf, const
   t.Close(fd);
   return static_cast<double>(t1 - t0);
 }
+
+bool MetaRun(Target& x, uint64_t n, double ns[5]) {
+  x.Mkdir("/meta");
+  auto path = [](uint64_t i, const char* p) { return std::string("/meta/") + p + std::to_string(i); };
+  struct stat st;
+  uint64_t t0 = NowNs();
+  for (uint64_t i = 0; i < n; i++) {
+    int fd = x.Open(path(i, "f"), O_CREAT | O_WRONLY | O_EXCL);
+    if (!Check(fd >= 0, "create")) return false;
+    x.Close(fd);
+  }
+  uint64_t t1 = NowNs();
+  for (uint64_t i = 0; i < n; i++) {
+    int fd = x.Open(path(i, "f"), O_RDONLY);
+    if (!Check(fd >= 0, "open")) return false;
+    x.Close(fd);
+  }
+  uint64_t t2 = NowNs();
+  for (uint64_t i = 0; i < n; i++)
+    if (!Check(x.Stat(path(i, "f"), &st) == 0, "stat")) return false;
+  uint64_t t3 = NowNs();
+  for (uint64_t i = 0; i < n; i++)
+    if (!Check(x.Rename(path(i, "f"), path(i, "g")) == 0, "rename")) return false;
+  uint64_t t4 = NowNs();
+  for (uint64_t i = 0; i < n; i++)
+    if (!Check(x.Unlink(path(i, "g")) == 0, "unlink")) return false;
+  uint64_t t5 = NowNs();
+  x.Rmdir("/meta");
+  uint64_t ts[] = {t0, t1, t2, t3, t4, t5};
+  for (int w = 0; w < 5; w++) ns[w] = static_cast<double>(ts[w + 1] - ts[w]);
+  return true;
+}
+
+namespace {
 
 // The floor: the same bytes with the raw primitives on a mapped file.
 double FloorRun(char* map, const std::string& w, uint64_t size, char* buf, const std::vector<uint64_t>& offs) {
@@ -247,46 +279,19 @@ int RunMeta(const FsBenchOptions& o, mapfs_t* fs, SyscallTarget& tmp, SyscallTar
   if (!o.preload_root.empty()) ts.push_back(&shim);
   if (!o.fuse_root.empty()) ts.push_back(&fuse);
   std::printf("\nmeta: %llu files in one directory, median of %d\n", static_cast<unsigned long long>(n), repeat);
-  const char* names[] = {"create", "open", "stat", "rename", "unlink"};
   std::vector<std::vector<double>> t[5];
   for (auto& x : t) x.resize(ts.size());
   for (int r = 0; r < repeat; r++) {
     for (size_t k = 0; k < ts.size(); k++) {
       Progress("meta %s, repeat %d of %d", ts[k]->name.c_str(), r + 1, repeat);
-      Target& x = *ts[k];
-      x.Mkdir("/meta");
-      auto path = [](uint64_t i, const char* p) { return std::string("/meta/") + p + std::to_string(i); };
-      struct stat st;
-      uint64_t t0 = NowNs();
-      for (uint64_t i = 0; i < n; i++) {
-        int fd = x.Open(path(i, "f"), O_CREAT | O_WRONLY | O_EXCL);
-        if (!Check(fd >= 0, "create")) return 1;
-        x.Close(fd);
-      }
-      uint64_t t1 = NowNs();
-      for (uint64_t i = 0; i < n; i++) {
-        int fd = x.Open(path(i, "f"), O_RDONLY);
-        if (!Check(fd >= 0, "open")) return 1;
-        x.Close(fd);
-      }
-      uint64_t t2 = NowNs();
-      for (uint64_t i = 0; i < n; i++)
-        if (!Check(x.Stat(path(i, "f"), &st) == 0, "stat")) return 1;
-      uint64_t t3 = NowNs();
-      for (uint64_t i = 0; i < n; i++)
-        if (!Check(x.Rename(path(i, "f"), path(i, "g")) == 0, "rename")) return 1;
-      uint64_t t4 = NowNs();
-      for (uint64_t i = 0; i < n; i++)
-        if (!Check(x.Unlink(path(i, "g")) == 0, "unlink")) return 1;
-      uint64_t t5 = NowNs();
-      x.Rmdir("/meta");
-      uint64_t ts5[] = {t0, t1, t2, t3, t4, t5};
-      for (int w = 0; w < 5; w++) t[w][k].push_back(static_cast<double>(ts5[w + 1] - ts5[w]));
+      double ns[5];
+      if (!MetaRun(*ts[k], n, ns)) return 1;
+      for (int w = 0; w < 5; w++) t[w][k].push_back(ns[w]);
     }
   }
   ProgressDone();
   for (int w = 0; w < 5; w++)
-    for (size_t k = 0; k < ts.size(); k++) rows.push_back({names[w], ts[k]->name, ts[k]->mode, "4k", 0, n, 0, SpreadOf(t[w][k])});
+    for (size_t k = 0; k < ts.size(); k++) rows.push_back({kMetaWorkloads[w], ts[k]->name, ts[k]->mode, "4k", 0, n, 0, SpreadOf(t[w][k])});
   if (!MeasureMount(o, n, repeat, rows)) return 1;
   PrintRows(rows);
   return 0;

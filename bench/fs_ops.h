@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace mapfs::bench {
 
@@ -34,5 +35,22 @@ struct FsBenchOptions {
 };
 
 int RunFsBench(const FsBenchOptions& opt);
+
+struct Target;
+
+// One micro workload ("append", "swe", "sw", "sr", "rw", "rr") on the file
+// "/micro.dat" of `t`: append and swe make it anew, the others need it of
+// `size` bytes already. `buf` holds size/10 bytes (the 10-call workloads);
+// `offs` are the 4 KiB-aligned offsets of rw and rr. Returns the ns the
+// workload's calls took (opening and closing untimed), or -1 after saying
+// what failed. The overlay suite reuses it.
+double MicroRun(Target& t, const std::string& w, uint64_t size, char* buf, const std::vector<uint64_t>& offs);
+
+// ctFS Table 3 on `t`: creates `n` files in "/meta" (open O_CREAT|O_EXCL +
+// close), opens, stats, renames and unlinks each, in that order; ns[i] is
+// the time of kMetaWorkloads[i] over the n files. False after saying what
+// failed.
+inline const char* const kMetaWorkloads[5] = {"create", "open", "stat", "rename", "unlink"};
+bool MetaRun(Target& t, uint64_t n, double ns[5]);
 
 }  // namespace mapfs::bench

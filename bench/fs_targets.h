@@ -39,12 +39,13 @@ struct Target {
 // LD_PRELOAD shim when this process runs under it ("mapfs-preload").
 struct SyscallTarget : Target {
   std::string root;
+  int oflag = 0;  // or'ed into every open (the overlay suite's kernel/sync: O_DSYNC)
   explicit SyscallTarget(std::string r, std::string n = "tmpfs", std::string m = "-") : root(std::move(r)) {
     name = std::move(n);
     mode = std::move(m);
   }
   std::string P(const std::string& p) const { return root + p; }
-  int Open(const std::string& p, int f, mode_t m) override { return ::open(P(p).c_str(), f, m); }
+  int Open(const std::string& p, int f, mode_t m) override { return ::open(P(p).c_str(), f | oflag, m); }
   int Close(int fd) override { return ::close(fd); }
   ssize_t Pwrite(int fd, const void* b, size_t n, off_t o) override { return ::pwrite(fd, b, n, o); }
   ssize_t Pread(int fd, void* b, size_t n, off_t o) override { return ::pread(fd, b, n, o); }

@@ -16,6 +16,9 @@ Reads JSON written by any suite's --json, or by `mapfs bench all --json`
                    experiment (4.1 ... 4.7, space), a bar per file-mapping
                    design (contiguous files first) for every metric and
                    parameter, ns on a log axis (space: bytes per GiB)
+  overlay.png      per-operation speed relative to the kernel on the same
+  overlay-shared.png  directory (x_kernel), one panel per directory (tmpfs,
+                   ext4, xfs): micro, meta and YCSB; then MadFS Figs. 8-9
   results.md       every suite as a Markdown table: per workload, each file
                    system's median ns/op and its speed relative to tmpfs
 
@@ -46,7 +49,7 @@ def key(r):
 
 def label(r):
     fs = r["fs"] if r.get("mode", "-") == "-" else f'{r["fs"]}/{r["mode"]}'
-    return fs + (" 2m" if r.get("page") == "2m" else "")
+    return fs + (" 2m" if r.get("page") == "2m" else "") + (f'@{r["dir"]}' if r.get("dir") else "")
 
 
 def bar_panel(ax, rows, base):
@@ -96,6 +99,46 @@ def bars_vs_tmpfs(suite, rows, out):
     fig.savefig(path, dpi=80)
     plt.close(fig)
     return path
+
+
+def overlay_charts(rows, out):
+    """overlay: bars of x_kernel per engine/mode, a panel per directory."""
+    made = []
+    for name, pick in (("overlay", lambda r: not r.get("threads")), ("overlay-shared", lambda r: r.get("threads"))):
+        dirs = [d for d in ("tmpfs", "ext4", "xfs") if any(r.get("dir") == d and pick(r) for r in rows)]
+        if not dirs:
+            continue
+        groups = []
+        for r in rows:
+            g = r["workload"] + (f' {r["threads"]}t' if r.get("threads") else "")
+            if pick(r) and g not in groups:
+                groups.append(g)
+        fig, axes = plt.subplots(len(dirs), 1, figsize=(max(8, 0.5 * len(groups) + 2), 3.2 * len(dirs)), squeeze=False)
+        for ax, d in zip(axes[:, 0], dirs):
+            series = {}
+            for r in rows:
+                if r.get("dir") != d or not pick(r) or r["fs"] == d or r.get("x_kernel", 0) <= 0:
+                    continue
+                g = r["workload"] + (f' {r["threads"]}t' if r.get("threads") else "")
+                series.setdefault(f'{r["fs"]}/{r["mode"]}', {})[g] = r["x_kernel"]
+            width = 0.8 / max(1, len(series))
+            for i, (n, vals) in enumerate(series.items()):
+                xs = [j + (i - (len(series) - 1) / 2) * width for j in range(len(groups))]
+                ax.bar(xs, [vals.get(g, 0) for g in groups], width, label=n)
+            ax.axhline(1.0, color="black", linewidth=0.8)
+            ax.set_yscale("log")
+            ax.set_xticks(range(len(groups)))
+            ax.set_xticklabels(groups, rotation=45, ha="right", fontsize=7)
+            ax.set_ylabel(f"speed / {d} kernel")
+            ax.set_title(f"directory on {d}", fontsize=9)
+            ax.legend(fontsize=6, ncol=4)
+        fig.suptitle(f"mapfs bench overlay: speed relative to the kernel on the same directory (log; higher is faster)", fontsize=10)
+        fig.tight_layout()
+        path = os.path.join(out, f"{name}.png")
+        fig.savefig(path, dpi=80)
+        plt.close(fig)
+        made.append(path)
+    return made
 
 
 def dir_curve(rows, out):
@@ -215,12 +258,17 @@ def markdown(doc):
             cell = f"{r['median_ns'] / 1e3:,.1f} us"
         else:
             cell = f"{r['ns_per_op']:,.0f}"
-            if r["fs"] != "tmpfs" and key(r) in base and r["ns_per_op"] > 0:
+            if doc["suite"] == "overlay":
+                if r["fs"] != r.get("dir") and r.get("x_kernel", 0) > 0:
+                    cell += f" ({r['x_kernel']:.2f}x)"
+            elif r["fs"] != "tmpfs" and key(r) in base and r["ns_per_op"] > 0:
                 cell += f" ({base[key(r)] / r['ns_per_op']:.2f}x)"
         lines.setdefault(k, {})[c] = cell
     has_n = any(k[1] != "" for k in lines)
     head = ["workload"] + (["n"] if has_n else []) + cols
-    out = [f"**{doc['suite']}** ({'median time per swap' if doc['suite'] == 'pswap' else 'median ns/op; (x tmpfs) = speed relative to tmpfs, > 1 is faster'})", "",
+    what = {"pswap": "median time per swap",
+            "overlay": "median ns/op; (x) = speed relative to the kernel on the same directory, > 1 is faster"}
+    out = [f"**{doc['suite']}** ({what.get(doc['suite'], 'median ns/op; (x tmpfs) = speed relative to tmpfs, > 1 is faster')})", "",
            "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for (w, n), cells in lines.items():
         out.append("| " + " | ".join([w] + ([str(n)] if has_n else []) + [cells.get(c, "") for c in cols]) + " |")
@@ -273,6 +321,8 @@ def main():
                 made.append(pswap_curve(rows, a.out))
             elif suite == "mapping":
                 made.append(mapping_charts(rows, a.out))
+            elif suite == "overlay":
+                made.extend(overlay_charts(rows, a.out))
             else:
                 made.append(bars_vs_tmpfs(suite, rows, a.out))
     if md:

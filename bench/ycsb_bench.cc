@@ -17,12 +17,7 @@
 #include "mapfs/mapfs.h"
 
 namespace mapfs::bench {
-namespace {
-
-const char* const kPhases[] = {"load-a", "run-a", "run-b", "run-c", "run-f", "run-d", "load-e", "run-e"};
-
-// Runs `cmd`, parses "PHASE OPS NS" lines into per-phase (ops, ns).
-bool RunDriver(const std::string& cmd, std::map<std::string, std::pair<uint64_t, double>>* out) {
+bool RunYcsbDriver(const std::string& cmd, std::map<std::string, std::pair<uint64_t, double>>* out) {
   FILE* p = ::popen(cmd.c_str(), "r");
   if (p == nullptr) return false;
   char line[256];
@@ -34,8 +29,6 @@ bool RunDriver(const std::string& cmd, std::map<std::string, std::pair<uint64_t,
   }
   return ::pclose(p) == 0;
 }
-
-}  // namespace
 
 int RunYcsbBench(const YcsbBenchOptions& opt) {
   YcsbBenchOptions o = opt;
@@ -66,7 +59,7 @@ int RunYcsbBench(const YcsbBenchOptions& opt) {
       const AppFs& f = fx.fs()[k];
       Progress("ycsb %s, repeat %d of %d", f.name.c_str(), r + 1, repeat);
       std::map<std::string, std::pair<uint64_t, double>> res;
-      if (!RunDriver(f.prefix + ShellQuote(driver) + " " + ShellQuote(f.dir + "/db") + args, &res)) {
+      if (!RunYcsbDriver(f.prefix + ShellQuote(driver) + " " + ShellQuote(f.dir + "/db") + args, &res)) {
         ProgressDone();
         std::fprintf(stderr, "mapfs bench ycsb: the %s run failed\n", f.name.c_str());
         return 1;
@@ -79,7 +72,7 @@ int RunYcsbBench(const YcsbBenchOptions& opt) {
     }
   ProgressDone();
   std::vector<Row> rows;
-  for (const char* ph : kPhases)
+  for (const char* ph : kYcsbPhases)
     for (size_t k = 0; k < fx.fs().size(); k++)
       if (ns.count(ph) && !ns[ph][k].empty())
         rows.push_back({ph, fx.fs()[k].name, fx.fs()[k].mode, "4k", 0, nops[ph], 0, SpreadOf(ns[ph][k])});

@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 
 namespace mapfs::bench {
 
@@ -20,5 +22,12 @@ struct YcsbBenchOptions {
 };
 
 int RunYcsbBench(const YcsbBenchOptions& o);
+
+// The driver's phases, in the order it runs them (the rows' workloads).
+inline const char* const kYcsbPhases[] = {"load-a", "run-a", "run-b", "run-c", "run-f", "run-d", "load-e", "run-e"};
+// Runs `cmd` (a shell command line ending in `mapfs-ycsb DB RECORDS OPS`)
+// and parses its "PHASE OPS NS" lines into per-phase (ops, ns); false if
+// it exited non-zero. The overlay suite reuses it.
+bool RunYcsbDriver(const std::string& cmd, std::map<std::string, std::pair<uint64_t, double>>* out);
 
 }  // namespace mapfs::bench

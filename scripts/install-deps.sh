@@ -12,6 +12,9 @@ pkgs="$pkgs libfuse3-dev fuse3 pkg-config"
 # The benchmarks (bench/): RocksDB's db_bench, SQLite's headers for the
 # TPC-C-like driver, matplotlib for `mapfs bench plot`.
 pkgs="$pkgs rocksdb-tools libsqlite3-dev python3-matplotlib"
+# mkfs.xfs: `mapfs bench overlay` measures an XFS directory too (on a loop
+# device; without it the suite says "xfs skipped").
+pkgs="$pkgs xfsprogs"
 # The pool-image fuzzer (tests/crash/fuzz: libFuzzer needs clang).
 pkgs="$pkgs clang"
 # The man pages' test (tests/install/man_test.sh: groff renders them, man

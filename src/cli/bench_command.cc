@@ -21,6 +21,8 @@
 #include "dir_bench.h"
 #include "fs_ops.h"
 #include "mapping_bench.h"
+#include "overlay_bench.h"
+#include "overlay_targets.h"
 #include "mapfs/mapfs.h"
 #include "pswap_bench.h"
 #include "ycsb_bench.h"
@@ -40,6 +42,8 @@ const char* const kUsage =
     "  sqlite       [--ops TRANSACTIONS] [--journal wal,rollback]  (TPC-C-like mix, tmpfs/ext4 vs the shim)\n"
     "  fio          [--ops IOS]                        (psync 4 KiB random 50 % read/write)\n"
     "  mapping      [--size BYTES] [--layout-score S] [--util U]  (file mapping, every design: HashFS paper §4.1-4.7)\n"
+    "  overlay      [--size BYTES] [--ops N] [--threads 1,2,4] [--records N] [--mode posix,sync]\n"
+    "               (kernel vs the split and virtual engines on tmpfs, ext4, XFS; SplitFS, MadFS)\n"
     "  all          every suite above, one JSON with all of them (--json)\n"
     "  plot RESULTS.json... --out DIR                  PNG charts (python3-matplotlib)\n"
     "  (micro and meta also measure mapfs through the LD_PRELOAD shim by running\n"
@@ -48,7 +52,7 @@ const char* const kUsage =
     "  can be mounted; MAPFS_BENCH_NO_EXT4=1 skips it.)\n";
 
 const char* const kSuites[] = {"micro", "meta", "dir", "pswap", "concurrency", "ycsb", "rocksdb", "sqlite", "fio",
-                               "mapping"};
+                               "mapping", "overlay"};
 
 bool Positive(const Parsed& p, const char* flag, uint64_t min, uint64_t* out) {
   if (!p.Has(flag)) return true;
@@ -191,7 +195,8 @@ int MicroOrMeta(const Parsed& p, const std::vector<std::string>& args, bench::Fs
 
 int Bench(const std::vector<std::string>& args) {
   Parsed p = Parse(args, {"--json", "--repeat", "--pool", "--max-pages", "--size", "--ops", "--mode", "--dir",
-                          "--records", "--threads", "--entries", "--out", "--journal", "--page", "--layout-score", "--util"},
+                          "--records", "--threads", "--entries", "--out", "--journal", "--page", "--layout-score", "--util",
+                          "--serve", "--conc-bytes"},
                    {"--quick", "--no-preload", "--large", "--fuse"});
   std::string suite = p.pos.empty() ? "" : p.pos[0];
   bool known = suite == "all" || suite == "plot";
@@ -208,7 +213,7 @@ int Bench(const std::vector<std::string>& args) {
   std::string json = p.Has("--json") ? *p.Get("--json") : "";
   std::string mode = p.Has("--mode") ? *p.Get("--mode") : "sync";
   bool quick = p.Has("--quick");
-  if (suite != "micro" && mode != "posix" && mode != "sync" && mode != "strict")
+  if (suite != "micro" && suite != "overlay" && mode != "posix" && mode != "sync" && mode != "strict")
     return std::fprintf(stderr, "mapfs bench: --mode must be posix, sync or strict\n"), 2;
   if (suite == "pswap") {
     bench::PswapBenchOptions o;
@@ -237,6 +242,27 @@ int Bench(const std::vector<std::string>& args) {
       if (!end || *end) return std::fprintf(stderr, "mapfs bench: bad --util\n"), 2;
     }
     return bench::RunMappingBench(mo);
+  }
+  if (suite == "overlay") {
+    bench::OverlayBenchOptions v;
+    v.dir = dir, v.json = json, v.quick = quick, v.repeat = static_cast<int>(repeat), v.ops = ops;
+    if (p.Has("--mode")) v.modes = mode;
+    if (p.Has("--threads")) v.threads = *p.Get("--threads");
+    if (!Positive(p, "--records", 10, &v.records)) return 2;
+    if (p.Has("--size")) {
+      auto n = ParseSize(*p.Get("--size"));
+      if (!n.ok() || *n < 40960) return std::fprintf(stderr, "mapfs bench: --size must be at least 40K\n"), 2;
+      v.size = *n;
+    }
+    if (p.Has("--serve")) {
+      // The child of a RemoteRunner (bench/overlay_targets.h), under the shim.
+      bench::OverlayParams sp;
+      sp.size = v.size, sp.conc_ops = ops;
+      if (!Positive(p, "--conc-bytes", 4096, &sp.conc_bytes) || !sp.size || !sp.conc_ops) return 2;
+      sp.Prepare();
+      return bench::ServeOverlayBench(*p.Get("--serve"), sp);
+    }
+    return bench::RunOverlayBench(v);
   }
   if (suite == "ycsb") {
     bench::YcsbBenchOptions y;

@@ -49,7 +49,7 @@ void Usage(FILE* f) {
                "\n"
                "  bench SUITE [--quick] [--json FILE] [--repeat N] [--size S] [--ops N] [--mode M]\n"
                "                        benchmarks against tmpfs, ext4 and the floor (BENCHMARKS.md); SUITE is\n"
-               "                        micro|meta|dir|pswap|concurrency|ycsb|rocksdb|sqlite|fio|mapping|all\n"
+               "                        micro|meta|dir|pswap|concurrency|ycsb|rocksdb|sqlite|fio|mapping|overlay|all\n"
                "  bench plot RESULTS.json... --out DIR   PNG charts of results\n"
                "  version               library and format version\n");
 }
