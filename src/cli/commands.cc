@@ -335,7 +335,8 @@ int Fsck(const std::vector<std::string>& args) {
       remaining += r.problems.size();
     } else {
       std::printf("  --repair would fix inode bitmap bits and link counts, free unreachable inodes and "
-                  "collect leaked partitions (and orphaned block mappings)\n");
+                  "collect leaked partitions (and orphaned block mappings; block-mapped sizes past blocks_end are "
+                  "cut to the last mapped block)\n");
     }
   }
   std::printf("file system: %" PRIu64 " inodes (%" PRIu64 " directories, %" PRIu64 " files, %" PRIu64

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <map>
 
+#include "common/units.h"
 #include "file/file_data.h"
 #include "map/mapper.h"
 #include "medium/persist.h"
@@ -94,6 +95,54 @@ Status FileData::CheckBlocks(const InodeFn& inode, bool alone, std::vector<Block
   emit(orphaned, true, "but it is not a live regular file (orphaned mapping)");
   emit(past, true, "at or past its blocks_end");
   emit(staging, true, "as staging blocks, yet no mount is live");
+  return Status::Ok();
+}
+
+namespace {
+bool BlocksEndValid(uint64_t be, uint64_t max_size) {
+  return (be & (map::format::kBlockSize - 1)) == 0 && be <= AlignUp(max_size, uint64_t{1} << 20);
+}
+}  // namespace
+
+std::string FileData::CheckBlockSize(uint64_t, const Inode* in) const {
+  if (!mapper_) return "";
+  const uint64_t size = medium::Load64(&in->size), be = medium::Load64(&in->blocks_end);
+  if (!BlocksEndValid(be, max_size_))
+    return "blocks_end " + std::to_string(be) + " is not a multiple of 4 KiB within the largest file (" +
+           std::to_string(max_size_) + " bytes)";
+  if (size > be)
+    return "size " + std::to_string(size) + " is past its blocks_end " + std::to_string(be) +
+           " (writes, fallocate and truncation raise blocks_end before the size): the size is damaged";
+  return "";
+}
+
+Status FileData::RepairBlockSize(uint64_t ino, Inode* in, std::string* what) {
+  if (!mapper_ || CheckBlockSize(ino, in).empty()) return Status::Ok();
+  const uint64_t size = in->size, be = in->blocks_end, bs = map::format::kBlockSize;
+  // The end of the last mapped block below the size: one walk of the
+  // file's mappings, bounded by the area, not by the (maybe huge) size.
+  auto last_r = MappedEnd(ino, std::min(size, map::format::kMaxFileBlock << kShift));
+  if (!last_r.ok()) return last_r.status();
+  const uint64_t last = *last_r;
+  // Neither the size nor blocks_end can be trusted, the mapping can: keep
+  // every mapped byte below the size, nothing past the last of them.
+  const uint64_t new_size = std::min({size, last, max_size_});
+  const uint64_t new_end = BlocksEndValid(be, max_size_) ? std::max(be, AlignUp(new_size, bs)) : AlignUp(new_size, bs);
+  // Each store keeps what the other already says: raising blocks_end goes
+  // first, lowering it last.
+  if (new_end >= be) {
+    medium::Store64(&in->blocks_end, new_end);
+    medium::Persist(&in->blocks_end, 8);
+  }
+  medium::Store64(&in->size, new_size);
+  medium::Persist(&in->size, 8);
+  if (new_end < be) {
+    medium::Store64(&in->blocks_end, new_end);
+    medium::Persist(&in->blocks_end, 8);
+  }
+  *what = "inode " + std::to_string(ino) + ": size " + std::to_string(size) + " -> " + std::to_string(new_size) +
+          ", blocks_end " + std::to_string(be) + " -> " + std::to_string(new_end) +
+          " (the end of its last mapped block below the size)";
   return Status::Ok();
 }
 

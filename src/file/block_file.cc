@@ -109,11 +109,46 @@ Status FileData::ForRuns(map::Cursor* c, uint64_t ino, uint64_t from, uint64_t t
   return Status::Ok();
 }
 
+template <typename Fn>
+Status FileData::ForMapped(map::Cursor* c, uint64_t ino, uint64_t from, uint64_t to, Fn&& fn) {
+  if (from >= to || ino == 0 || ino >= mapper_->max_ino()) return Status::Ok();
+  const uint64_t b0 = from >> kShift, b1 = (to + kBlock - 1) >> kShift;
+  if (b0 >= map::format::kMaxFileBlock) return Status::Ok();
+  const uint64_t area_lo = pool_->header().map_off, pool_end = pool_->size();
+  auto each = [&](map::FileBlock f, map::Block b, uint64_t n) -> Status {
+    uint64_t lo = std::max(from, f.v << kShift), hi = std::min(to, (f.v + n) << kShift);
+    if (lo >= hi) return Status::Ok();
+    uint64_t po = mapper_->block_offset(b) + (lo - (f.v << kShift));
+    if (po < area_lo || po + (hi - lo) > pool_end)
+      return Status::Error(EUCLEAN, "inode " + std::to_string(ino) + ": block outside the mapping area");
+    return fn(lo, po, hi - lo);
+  };
+  auto walk = [&] {
+    return mapper_->ForEachMappingIn(c, ino, map::FileBlock(b0), b1 - b0, each);
+  };
+  if (!LookupsLock(*mapper_)) return walk();
+  medium::PoolLock l(pool_, medium::LockId::kMap);
+  return walk();
+}
+
+Result<uint64_t> FileData::MappedEnd(uint64_t ino, uint64_t to) {
+  uint64_t last = 0;
+  map::Cursor c{};
+  MAPFS_RETURN_IF_ERROR(ForMapped(&c, ino, 0, to, [&](uint64_t p, uint64_t, uint64_t n) {
+    last = std::max(last, AlignUp(p + n, kBlock));
+    return Status::Ok();
+  }));
+  return last;
+}
+
 Status FileData::MapBlocks(map::Cursor* c, uint64_t ino, uint64_t from, uint64_t to) {
   if (from >= to) return Status::Ok();
   if (ino == 0 || ino >= mapper_->max_ino()) return Status::Error(EINVAL, "no mapping for inode 0");
   uint64_t b0 = from >> kShift, b1 = (to + kBlock - 1) >> kShift;
   if (b1 > map::format::kMaxFileBlock) return Status::Error(EFBIG, "write past the largest block-mapped file");
+  // A range longer than the whole block area cannot be mapped (its holes
+  // outnumber the free blocks): ENOSPC now, not after a walk of its holes.
+  if (b1 - b0 > mapper_->nblocks()) return Status::Error(ENOSPC, "the mapping area is full");
   // Holes of the range, then one Insert per hole (contiguous where the
   // design and free space allow).
   std::vector<std::pair<uint64_t, uint64_t>> holes;
@@ -161,9 +196,8 @@ Status FileData::Backed(uint64_t pool_off, uint64_t len) {
 }
 
 Status FileData::ZeroBlocks(map::Cursor* c, uint64_t ino, uint64_t from, uint64_t to) {
-  if (from >= to) return Status::Ok();
-  return ForRuns(c, ino, from, to, [&](uint64_t, uint64_t po, uint64_t n) {
-    if (po != kHole) medium::ZeroNt(pool_->base() + po, n);
+  return ForMapped(c, ino, from, to, [&](uint64_t, uint64_t po, uint64_t n) {
+    medium::ZeroNt(pool_->base() + po, n);
     return Status::Ok();
   });
 }
@@ -380,6 +414,9 @@ Status FileData::BlockTruncate(uint64_t ino, Inode* in, uint64_t size, Mode mode
   if (size > max_size_) return Status::Error(EFBIG, "size past the largest file size");
   map::Cursor c{};
   if (size > old) {
+    // blocks_end covers every size (fsck's rule: a size past it is damage),
+    // and is durable before the size is.
+    RaiseBlocksEnd(in, size);
     MAPFS_RETURN_IF_ERROR(ZeroBlocks(&c, ino, old, size));
     if (mode != Mode::kPosix) medium::Fence();
     medium::Store64(&in->size, size);
@@ -457,8 +494,8 @@ void FileData::BlockSync(uint64_t ino, const Inode* in, bool mapped) {
   if (mapped) {
     // Data written through a map sits in the cache: write its lines back.
     map::Cursor c{};
-    (void)ForRuns(&c, ino, 0, AlignUp(medium::Load64(&in->size), kBlock), [&](uint64_t, uint64_t po, uint64_t n) {
-      if (po != kHole) medium::Flush(pool_->base() + po, n);
+    (void)ForMapped(&c, ino, 0, AlignUp(medium::Load64(&in->size), kBlock), [&](uint64_t, uint64_t po, uint64_t n) {
+      medium::Flush(pool_->base() + po, n);
       return Status::Ok();
     });
   }
@@ -469,8 +506,8 @@ void FileData::BlockSync(uint64_t ino, const Inode* in, bool mapped) {
 uint64_t FileData::BlockAllocated(uint64_t ino, const Inode* in) {
   uint64_t bytes = 0;
   map::Cursor c{};
-  (void)ForRuns(&c, ino, 0, AlignUp(medium::Load64(&in->size), kBlock), [&](uint64_t, uint64_t po, uint64_t n) {
-    if (po != kHole) bytes += n;
+  (void)ForMapped(&c, ino, 0, AlignUp(medium::Load64(&in->size), kBlock), [&](uint64_t, uint64_t, uint64_t n) {
+    bytes += n;
     return Status::Ok();
   });
   return bytes;

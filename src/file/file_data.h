@@ -112,6 +112,18 @@ class FileData {
   Status CheckBlocks(const InodeFn& inode, bool alone, std::vector<BlockFinding>* out);
   // fsck --repair: zeroes, then unmaps, the blocks of a freeable finding.
   Status RepairBlock(const BlockFinding& f);
+  // fsck of a block-mapped file's size and blocks_end (block_check.cc):
+  // every call that raises the size raises blocks_end first (durably), so
+  // on any pool, crashed or not, size <= blocks_end; and blocks_end is a
+  // multiple of 4 KiB no larger than the largest file. "" if both hold,
+  // else what is wrong. Holes are no finding: a sparse file's size is
+  // covered by blocks_end whether or not blocks back it.
+  std::string CheckBlockSize(uint64_t ino, const meta::format::Inode* in) const;
+  // --repair of such a file: the size becomes at most the end of its last
+  // mapped block (no mapped byte below the size is lost; nothing past that
+  // was written), and blocks_end covers it and every mapped block below
+  // the size. `what` says what changed.
+  Status RepairBlockSize(uint64_t ino, meta::format::Inode* in, std::string* what);
 
   // Largest file size: the largest partition below the top level.
   uint64_t max_size() const { return max_size_; }
@@ -231,6 +243,14 @@ class FileData {
   // runs of [from, to) in order; stops at the first error.
   template <typename Fn>
   Status ForRuns(map::Cursor* c, uint64_t ino, uint64_t from, uint64_t to, Fn&& fn);
+  // Calls fn(file offset, pool offset, bytes) for the mapped pieces of
+  // [from, to), in no particular order; stops at the first error. Unlike
+  // ForRuns its cost does not grow with the holes (Mapper::ForEachMappingIn):
+  // the walks over a whole file use it.
+  template <typename Fn>
+  Status ForMapped(map::Cursor* c, uint64_t ino, uint64_t from, uint64_t to, Fn&& fn);
+  // The end (bytes) of the last block of `ino` mapped below byte `to`; 0 if none.
+  Result<uint64_t> MappedEnd(uint64_t ino, uint64_t to);
   // Zeroes the mapped bytes of [from, to) with non-temporal stores.
   Status ZeroBlocks(map::Cursor* c, uint64_t ino, uint64_t from, uint64_t to);
   // Zeroes, then unmaps, the whole blocks from file block `fblk` on, up

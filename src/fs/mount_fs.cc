@@ -278,6 +278,9 @@ FsCheckReport FileSystem::Check() {
                                " but the space layer says " + std::to_string(it->second));
         if (in->size > data_->max_size())
           r.problems.push_back(where + ": size past the largest file");
+      } else if (data_->block_mapped()) {
+        std::string bad = data_->CheckBlockSize(ino, in);
+        if (!bad.empty()) r.problems.push_back(where + ": " + bad);
       }
     } else if (S_ISLNK(in->mode)) {
       r.symlinks++;
@@ -371,6 +374,18 @@ FsCheckReport FileSystem::Repair() {
   for (uint64_t ino : orphans)
     if (KillInode(ino).ok()) r.repairs.push_back("inode " + std::to_string(ino) + ": unreachable, freed");
   if (data_->block_mapped()) {
+    // Sizes past blocks_end first (cut to the last mapped block, blocks_end
+    // raised over it), so that the blocks below such a size are not taken
+    // for blocks past blocks_end and freed below.
+    inodes_->ForEach([&](uint64_t ino, Inode* in) {
+      if (in->mode == 0 || !S_ISREG(in->mode) || in->part != 0) return;
+      std::string what;
+      Status ss = data_->RepairBlockSize(ino, in, &what);
+      if (!ss.ok())
+        r.problems.push_back("inode " + std::to_string(ino) + ": size not repaired: " + ss.message());
+      else if (!what.empty())
+        r.repairs.push_back(what);
+    });
     // Mappings no file owns (or past a file's blocks_end) go back to the
     // area, zeroed, after the orphaned inodes above freed theirs.
     std::vector<file::FileData::BlockFinding> found;

@@ -333,6 +333,24 @@ Status CuckooMapper::ForEachMapping(const MappingFn& fn) {
   return Status::Ok();
 }
 
+Status CuckooMapper::ForEachMappingIn(Cursor* c, Ino ino, FileBlock from, uint64_t count, const RunFn& fn) {
+  const uint64_t nent = uint64_t{nb_} * kCuckooSlots;
+  if (count < nent / 4) return Mapper::ForEachMappingIn(c, ino, from, count, fn);
+  if (ino == 0 || ino >= max_ino_ || from.v >= format::kMaxFileBlock) return Status::Ok();
+  const uint64_t end = count >= format::kMaxFileBlock - from.v ? format::kMaxFileBlock : from.v + count;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (uint64_t idx = 0; idx < nent; idx++) {
+    uint64_t k = Load64(&table_[idx].key);
+    if (k == kEmptyKey || format::KeyIno(k) != ino) continue;
+    uint64_t fb = format::KeyFileBlock(k), blk = ValueBlock(Load64(&table_[idx].value));
+    if (fb < from.v || fb >= end) continue;
+    if (blk >= nblocks_)
+      return Damage("cuckoo entry", table_off_ + idx * sizeof(Entry), "block " + std::to_string(blk) + " outside the block area");
+    MAPFS_RETURN_IF_ERROR(fn(FileBlock(fb), Block(blk), 1));
+  }
+  return Status::Ok();
+}
+
 Usage CuckooMapper::usage() const {
   Usage u;
   u.blocks = nblocks_;

@@ -50,6 +50,8 @@ class CuckooMapper final : public Mapper {
   Status Remove(Cursor* c, Ino ino, FileBlock from, uint64_t count) override;
   Status Check() override;
   Status ForEachMapping(const MappingFn& fn) override;
+  // A range of at least a quarter of the entries: one sweep of the table.
+  Status ForEachMappingIn(Cursor* c, Ino ino, FileBlock from, uint64_t count, const RunFn& fn) override;
   Usage usage() const override;
 
   void Load() { bm_.Load(); }

@@ -19,6 +19,7 @@ using format::MakeKey;
 
 thread_local uint64_t t_probes = 0;         // slots probed by the last Find
 thread_local uint64_t t_lookup_probes = 0;  // ... for the block asked of the last Lookup
+thread_local uint64_t t_visited = 0;        // slots read by Find and sweeps, ever
 
 }  // namespace
 
@@ -30,6 +31,7 @@ HashFsMapper::HashFsMapper(medium::Pool* pool, uint64_t area_off, const format::
       fixed_bytes_(format::kBlockSize + h.table_bytes) {}
 
 uint64_t HashFsMapper::last_probes() { return t_lookup_probes; }
+uint64_t HashFsMapper::slots_visited() { return t_visited; }
 
 void HashFsMapper::Scan() {
   uint64_t live = 0;
@@ -46,15 +48,18 @@ int64_t HashFsMapper::Find(uint64_t key, uint32_t home) const {
     uint64_t v = Load64(&slots_[s]);
     if (v == key) {
       t_probes = i + 1;
+      t_visited += i + 1;
       return s;
     }
     if (v == kEmptyKey) {
       t_probes = i + 1;
+      t_visited += i + 1;
       return -1;
     }
     if (++s == n_) s = 0;
   }
   t_probes = n_;
+  t_visited += n_;
   return -1;  // no empty slot anywhere: the whole ring was probed
 }
 
@@ -278,6 +283,31 @@ Status HashFsMapper::ForEachMapping(const MappingFn& fn) {
     if (v == kEmptyKey || v == kTombKey) continue;
     fn(format::KeyIno(v), FileBlock(format::KeyFileBlock(v)), Block(s), 1);
   }
+  return Status::Ok();
+}
+
+Status HashFsMapper::ForEachMappingIn(Cursor* c, Ino ino, FileBlock from, uint64_t count, const RunFn& fn) {
+  if (count < n_ / 4) return Mapper::ForEachMappingIn(c, ino, from, count, fn);
+  if (ino == 0 || ino >= max_ino_ || from.v >= format::kMaxFileBlock) return Status::Ok();
+  const uint64_t end = count >= format::kMaxFileBlock - from.v ? format::kMaxFileBlock : from.v + count;
+  // Consecutive slots holding consecutive file blocks form one run.
+  uint64_t run_f = 0, run_b = 0, run_n = 0;
+  for (uint32_t s = 0; s < n_; s++) {
+    uint64_t v = Load64(&slots_[s]);
+    if (v == kEmptyKey || v == kTombKey || format::KeyIno(v) != ino) continue;
+    uint64_t fb = format::KeyFileBlock(v);
+    if (fb < from.v || fb >= end) continue;
+    if (run_n && run_f + run_n == fb && run_b + run_n == s) {
+      run_n++;
+      continue;
+    }
+    if (run_n) MAPFS_RETURN_IF_ERROR(fn(FileBlock(run_f), Block(run_b), run_n));
+    run_f = fb;
+    run_b = s;
+    run_n = 1;
+  }
+  t_visited += n_;
+  if (run_n) MAPFS_RETURN_IF_ERROR(fn(FileBlock(run_f), Block(run_b), run_n));
   return Status::Ok();
 }
 

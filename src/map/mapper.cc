@@ -216,4 +216,25 @@ Status Mapper::ForEachMapping(const MappingFn& fn) {
   return Status::Ok();
 }
 
+Status Mapper::ForEachMappingIn(Cursor* c, Ino ino, FileBlock from, uint64_t count, const RunFn& fn) {
+  if (ino == 0 || ino >= max_ino_ || from.v >= format::kMaxFileBlock) return Status::Ok();  // nothing can be mapped
+  const uint64_t end = count >= format::kMaxFileBlock - from.v ? format::kMaxFileBlock : from.v + count;
+  for (uint64_t f = from.v; f < end;) {
+    Mapping m;
+    int rc = Lookup(c, ino, FileBlock(f), &m);
+    if (rc != 0)
+      return Status::Error(-rc, "inode " + std::to_string(ino) + " file block " + std::to_string(f) +
+                                    ": mapping lookup failed");
+    uint64_t n = std::min<uint64_t>(std::max<uint64_t>(m.len, 1), end - f);
+    if (m.mapped) {
+      if (m.blk.v >= nblocks_ || n > nblocks_ - m.blk.v)
+        return Status::Error(EUCLEAN, "inode " + std::to_string(ino) + " file block " + std::to_string(f) +
+                                          ": run outside the block area");
+      MAPFS_RETURN_IF_ERROR(fn(FileBlock(f), m.blk, n));
+    }
+    f += n;
+  }
+  return Status::Ok();
+}
+
 }  // namespace mapfs::map

@@ -147,6 +147,20 @@ class Mapper {
   // scan their entries. Callers serialise it against changes.
   using MappingFn = std::function<void(Ino, FileBlock, Block, uint64_t)>;
   virtual Status ForEachMapping(const MappingFn& fn);
+  // The mapped runs of one inode in [from, from + count) (count may be
+  // kToEnd), in no particular order, runs cut anywhere: fn(first file block,
+  // first block, n); a non-OK status from fn ends the walk and is returned.
+  // EUCLEAN for damage (a run outside the block area included). Its cost is
+  // bounded by the smaller of the range and the area, however large the
+  // range: the trees skip holes a subtree at a time (the default, a walk of
+  // Lookup), the global tables - whose Lookup learns a hole a block or a
+  // batch at a time - sweep the table once the range is large against it.
+  // So a walk over a file's whole size (st_blocks, unlink, truncation, fsync
+  // of a mapped file, recovery's trim) costs no more for a sparse terabyte,
+  // or a damaged size, than for the area's worth of blocks. The caller
+  // serialises it against changes of this inode (cuckoo: and the kMap lock).
+  using RunFn = std::function<Status(FileBlock, Block, uint64_t)>;
+  virtual Status ForEachMappingIn(Cursor* c, Ino ino, FileBlock from, uint64_t count, const RunFn& fn);
   virtual Usage usage() const = 0;
 
   Kind kind() const { return kind_; }
