@@ -170,11 +170,31 @@ Status InodeTable::AddSegment(int seg) {
   return tx.Commit();
 }
 
-Result<uint64_t> InodeTable::Reserve() {
-  medium::PoolLock lock(pool_, medium::LockId::kInodes);
+// Claims the lowest clear bit of `word` by compare-and-swap; -1 when none is
+// clear. Concurrent claimers of one word each get a different bit: the CAS
+// fails for all but one of them, and the losers retry with the word they
+// read.
+int InodeTable::ClaimBit(std::atomic<uint64_t>* word) {
+  uint64_t v = word->load(std::memory_order_relaxed);
+  for (;;) {
+    if (~v == 0) return -1;
+    int bit = std::countr_zero(~v);
+    if (word->compare_exchange_weak(v, v | (1ull << bit), std::memory_order_acq_rel, std::memory_order_relaxed)) {
+      // Reported after the store, as the page allocator's atomic updates
+      // are: the crash recorder sees the word's new value at the flush.
+      medium::TraceStore(word, 8);
+      // Written back, not fenced: the caller's commit fence (this thread's
+      // next) makes the bit durable no later than the inode.
+      medium::Flush(word, 8);
+      return bit;
+    }
+  }
+}
+
+Result<uint64_t> InodeTable::TryReserve() {
   FsShared* sh = FsSharedOf(pool_);
   uint64_t nseg = segments();
-  uint64_t hint = sh->inode_hint.load();
+  uint64_t hint = sh->inode_hint.load(std::memory_order_relaxed);
   if (hint >= SegBase(static_cast<int>(nseg))) hint = 0;
   // Two passes: from the word holding the hint to the end, then from the
   // start. The first pass starts at that word directly (segment bases are
@@ -183,44 +203,59 @@ Result<uint64_t> InodeTable::Reserve() {
   const uint64_t hint_word = (hint - SegBase(hint_seg)) / 64;
   for (int pass = 0; pass < 2; pass++) {
     for (int seg = pass == 0 ? hint_seg : 0; seg < static_cast<int>(nseg); seg++) {
+      // A segment being added by another thread may be counted before its
+      // pointer reads back here: it has no slot for us yet.
+      if (SegVoff(seg) == 0) continue;
       for (uint64_t w = pass == 0 && seg == hint_seg ? hint_word : 0; w < SegSlots(seg) / 64; w++) {
-        auto* word = BitmapWord(seg, w * 64);
-        uint64_t v = word->load();
-        if (~v == 0) continue;
-        int bit = std::countr_zero(~v);
-        // Written back, not fenced: the caller's commit fence (this
-        // thread's next) makes the bit durable no later than the inode.
-        medium::Store64(reinterpret_cast<uint64_t*>(word), v | (1ull << bit));
-        medium::Flush(word, 8);
+        int bit = ClaimBit(BitmapWord(seg, w * 64));
+        if (bit < 0) continue;
         uint64_t ino = SegBase(seg) + w * 64 + static_cast<uint64_t>(bit);
-        sh->inode_hint.store(ino + 1);
+        sh->inode_hint.store(ino + 1, std::memory_order_relaxed);
         return ino;
       }
     }
   }
-  int seg = static_cast<int>(nseg);
+  return Status::Error(ENOSPC, "no free inode slot");
+}
+
+Result<uint64_t> InodeTable::Reserve() {
+  // Lock-free: slots are claimed by compare-and-swap on the bitmap words,
+  // so creates in different directories do not serialise on a pool-wide
+  // lock. Only growing the table takes kInodes.
+  auto r = TryReserve();
+  if (r.ok()) return r;
+  medium::PoolLock lock(pool_, medium::LockId::kInodes);
+  // Another thread may have added a segment (or freed a slot) meanwhile.
+  r = TryReserve();
+  if (r.ok()) return r;
+  int seg = static_cast<int>(segments());
   MAPFS_RETURN_IF_ERROR(AddSegment(seg));
-  uint64_t ino = SegBase(seg) + SegBitmapSlots(seg);
-  auto* word = BitmapWord(seg, SegBitmapSlots(seg));
-  medium::Store64(reinterpret_cast<uint64_t*>(word), word->load() | (1ull << (SegBitmapSlots(seg) % 64)));
-  medium::Flush(word, 8);
-  sh->inode_hint.store(ino + 1);
-  return ino;
+  // The new segment is visible to lock-free reservers from its commit on:
+  // claim a slot in it like they do (its bitmap's own slots are marked).
+  for (uint64_t w = 0; w < SegSlots(seg) / 64; w++) {
+    int bit = ClaimBit(BitmapWord(seg, w * 64));
+    if (bit < 0) continue;
+    uint64_t ino = SegBase(seg) + w * 64 + static_cast<uint64_t>(bit);
+    FsSharedOf(pool_)->inode_hint.store(ino + 1, std::memory_order_relaxed);
+    return ino;
+  }
+  return TryReserve();  // others filled the new segment already
 }
 
 void InodeTable::Release(uint64_t ino) {
   if (!Valid(ino)) return;
-  medium::PoolLock lock(pool_, medium::LockId::kInodes);
   int seg = SegOf(ino);
   uint64_t slot = ino - SegBase(seg);
   auto* word = BitmapWord(seg, slot);
-  // Written back, not fenced: until some later fence makes the clear bit
-  // durable, a crash leaves the set bit over a free slot, a leak that
+  // Atomic: reservers claim other bits of the word concurrently, without a
+  // lock. Written back, not fenced: until some later fence makes the clear
+  // bit durable, a crash leaves the set bit over a free slot, a leak that
   // Reconcile returns (as it does for a crash just before this store).
-  medium::Store64(reinterpret_cast<uint64_t*>(word), word->load() & ~(1ull << (slot % 64)));
+  word->fetch_and(~(1ull << (slot % 64)), std::memory_order_acq_rel);
+  medium::TraceStore(word, 8);
   medium::Flush(word, 8);
   FsShared* sh = FsSharedOf(pool_);
-  if (ino < sh->inode_hint.load()) sh->inode_hint.store(ino);
+  if (ino < sh->inode_hint.load(std::memory_order_relaxed)) sh->inode_hint.store(ino, std::memory_order_relaxed);
 }
 
 void InodeTable::ForEach(const std::function<void(uint64_t, Inode*)>& fn) {

@@ -1,7 +1,9 @@
 // InodeTable: the superblock and the inode segments (fs_format.h).
 //
-// Slots are reserved and released through the per-segment bitmaps under the
-// pool's kInodes lock; everything else about an inode changes through the
+// Slots are reserved and released through the per-segment bitmaps by atomic
+// read-modify-writes, without a lock (only adding a segment takes the pool's
+// kInodes lock, and the bitmaps are rewritten wholesale only by Reconcile,
+// which runs with the pool open exclusively); everything else about an inode changes through the
 // callers' transactions (namespace operations) or single atomic stores (the
 // data path), under the inode's lock (inode_locks.h).
 //
@@ -73,6 +75,10 @@ class InodeTable {
   uint64_t SegVoff(int seg);
   std::atomic<uint64_t>* BitmapWord(int seg, uint64_t slot);
   Status AddSegment(int seg);
+  // One lock-free attempt of Reserve over the existing segments; ENOSPC
+  // when every slot is taken.
+  Result<uint64_t> TryReserve();
+  static int ClaimBit(std::atomic<uint64_t>* word);
 
   medium::Pool* pool_;
   vm::Vm* vm_;

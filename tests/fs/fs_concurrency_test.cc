@@ -1233,6 +1233,150 @@ TEST(FsConcurrency, ProcessesShareOnePool) {
   FS_EXPECT_CLEAN(path);
 }
 
+// Two processes with a mount each and two threads in each create files in a
+// directory of their own, append to them across partition levels (small
+// partitions moved by copy, 2 MiB and larger ones by pswap, the old one
+// freed each time) and unlink them, all at once: inode slots and partitions
+// are claimed by several allocators at the same moment, without a pool-wide
+// lock. A slot handed out twice shows as two live files with one inode
+// number (each live file's number is claimed by compare-and-swap in a table
+// in shared memory, and given back before its owner unlinks it); a
+// partition handed out twice, as another file's bytes in a file. Every
+// file is checked before it is unlinked and at the end; afterwards (one
+// mount) the survivors hold their bytes, their numbers are distinct and
+// fsck is clean.
+TEST(FsConcurrency, ParallelAllocationNeverHandsOutAnInodeOrPartitionTwice) {
+  Deadline dl(Limit(200));
+  FsPool pool(768ull << 20);
+  ASSERT_EQ(pool.error(), "");
+  const std::string path = pool.path();
+  constexpr int kProcs = 2, kThreads = 2;
+  constexpr uint64_t kInoTable = 1 << 16;
+  const int ops = static_cast<int>(300 * Scale());
+  struct Shared {
+    std::atomic<int> mounted{0};
+    std::atomic<uint32_t> owner[kInoTable];  // live file's writer id + 1 per inode number
+  };
+  SharedMem<Shared> sh;
+  auto tag_of = [](int who, uint64_t i) { return (static_cast<uint64_t>(who + 1) << 40) | i; };
+  auto dir_of = [](int who) { return "/w" + std::to_string(who); };
+  {
+    mapfs_t* fs = MountC(path);
+    ASSERT_NE(fs, nullptr);
+    for (int w = 0; w < kProcs * kThreads; w++) ASSERT_EQ(mapfs_mkdir(fs, dir_of(w).c_str(), 0755), 0) << Err();
+    ASSERT_EQ(mapfs_unmount(fs), 0);
+  }
+  std::vector<pid_t> pids;
+  for (int p = 0; p < kProcs; p++) {
+    pid_t pid = ForkChild(
+        [&, p]() -> int {
+          mapfs_t* fs = mapfs_mount(path.c_str(), nullptr);
+          if (fs == nullptr) return ChildFail(2, "mount: " + Err());
+          sh->mounted.fetch_add(1);
+          if (!WaitUntil([&] { return sh->mounted.load() >= kProcs; }, Limit(30)))
+            return ChildFail(3, "the other process did not mount");
+          Errors errs;
+          auto worker = [&](int t) {
+            const int who = p * kThreads + t;
+            const uint32_t id = static_cast<uint32_t>(who + 1);
+            Rng rng(4200 + static_cast<uint64_t>(who));
+            struct Live {
+              std::string path;
+              uint64_t tag, size, ino;
+            };
+            std::vector<Live> live;
+            auto fail = [&](const std::string& what) { errs.Add("writer " + std::to_string(who) + ": " + what); };
+            // Mostly small (L0-L2), now and then past 2 MiB (L3, L4).
+            auto grow_by = [&]() -> uint64_t {
+              return rng.Below(10) == 0 ? 1 + rng.Below(5 << 19) : 1 + rng.Below(48 << 10);
+            };
+            for (int i = 0; i < ops && !errs.any(); i++) {
+              uint64_t r = rng.Below(100);
+              if (live.size() < 3 || (r < 40 && live.size() < 12)) {  // create
+                Live f{dir_of(who) + "/f" + std::to_string(i), tag_of(who, static_cast<uint64_t>(i)), grow_by(), 0};
+                int fd = mapfs_open(fs, f.path.c_str(), O_CREAT | O_EXCL | O_RDWR, 0644);
+                if (fd < 0) return fail("create " + f.path + ": " + Err());
+                struct stat st;
+                if (mapfs_fstat(fs, fd, &st) != 0) return fail("fstat " + f.path + ": " + Err());
+                f.ino = static_cast<uint64_t>(st.st_ino);
+                uint32_t none = 0;
+                if (f.ino >= kInoTable) return fail(f.path + ": inode number " + std::to_string(f.ino) + " past the test's table");
+                if (!sh->owner[f.ino].compare_exchange_strong(none, id))
+                  return fail(f.path + ": inode " + std::to_string(f.ino) + " also belongs to a live file of writer " +
+                              std::to_string(none - 1));
+                std::string e = WriteChunks(fs, fd, rng, f.tag, 0, f.size, 64 << 10);
+                mapfs_close(fs, fd);
+                if (!e.empty()) return fail(f.path + ": " + e);
+                live.push_back(f);
+              } else if (r < 75) {  // append, then check the whole file
+                Live& f = live[rng.Below(live.size())];
+                int fd = mapfs_open(fs, f.path.c_str(), O_WRONLY | O_APPEND);
+                if (fd < 0) return fail("open " + f.path + ": " + Err());
+                uint64_t n = grow_by();
+                std::string e = WriteChunks(fs, fd, rng, f.tag, f.size, n, 64 << 10);
+                mapfs_close(fs, fd);
+                if (!e.empty()) return fail(f.path + ": " + e);
+                f.size += n;
+                e = VerifyFile(fs, f.path, f.tag, f.size);
+                if (!e.empty()) return fail(e);
+              } else {  // check, give the number back, unlink (frees inode and partition)
+                size_t k = rng.Below(live.size());
+                Live f = live[k];
+                live.erase(live.begin() + static_cast<long>(k));
+                std::string e = VerifyFile(fs, f.path, f.tag, f.size);
+                if (!e.empty()) return fail("before unlink: " + e);
+                uint32_t mine = id;
+                if (!sh->owner[f.ino].compare_exchange_strong(mine, 0))
+                  return fail(f.path + ": inode " + std::to_string(f.ino) + " was taken by writer " +
+                              std::to_string(mine - 1) + " while live");
+                if (mapfs_unlink(fs, f.path.c_str()) != 0) return fail("unlink " + f.path + ": " + Err());
+              }
+            }
+            for (const Live& f : live) {
+              std::string e = VerifyFile(fs, f.path, f.tag, f.size);
+              if (!e.empty()) return fail("at the end: " + e);
+            }
+          };
+          std::vector<std::thread> ts;
+          for (int t = 0; t < kThreads; t++) ts.emplace_back(worker, t);
+          for (auto& th : ts) th.join();
+          if (errs.any()) return ChildFail(4, errs.Report());
+          if (mapfs_unmount(fs) != 0) return ChildFail(5, "unmount: " + Err());
+          return 0;
+        },
+        Limit(180));
+    ASSERT_GT(pid, 0);
+    pids.push_back(pid);
+  }
+  for (int p = 0; p < kProcs; p++) {
+    int rc = WaitChildFor(pids[static_cast<size_t>(p)], Limit(190));
+    EXPECT_EQ(rc, 0) << "process " << p << ": " << DescribeExit(rc);
+  }
+
+  mapfs_t* fs = MountC(path);
+  ASSERT_NE(fs, nullptr);
+  std::set<uint64_t> inos;
+  int survivors = 0;
+  for (int w = 0; w < kProcs * kThreads; w++) {
+    std::vector<std::string> names;
+    ASSERT_EQ(ListDir(fs, dir_of(w), &names), 0) << Err();
+    for (const std::string& n : names) {
+      if (n == "." || n == "..") continue;
+      std::string p = dir_of(w) + "/" + n, data;
+      struct stat st;
+      ASSERT_EQ(mapfs_stat(fs, p.c_str(), &st), 0) << p << ": " << Err();
+      EXPECT_TRUE(inos.insert(static_cast<uint64_t>(st.st_ino)).second) << p << ": inode " << st.st_ino << " twice";
+      ASSERT_TRUE(ReadFile(fs, p, &data)) << p << ": " << Err();
+      EXPECT_LT(PatternMismatch(data.data(), data.size(), tag_of(w, std::stoull(n.substr(1))), 0), 0)
+          << p << ": another file's bytes";
+      survivors++;
+    }
+  }
+  EXPECT_GT(survivors, 0);
+  ASSERT_EQ(mapfs_unmount(fs), 0) << Err();
+  FS_EXPECT_CLEAN(path);
+}
+
 // ======================================= 7. killed while holding a lock
 
 // A child process writes 1 MiB at a time to F until it is SIGKILLed, most
