@@ -114,7 +114,7 @@ run_case() {  # FS-PARENT LABEL MODE
   fi
   # Nothing left behind by processes that ended normally but for exec'd
   # ones' logs, which hold nothing: no staging file, no link.
-  if ls "$ovl/.mapfs-overlay" | grep -q '^[st]-'; then
+  if ls "$ovl/.mapfs-overlay" 2>/dev/null | grep -q '^[st]-'; then
     echo "FAIL: $label $mode: staging files left behind: $(ls "$ovl/.mapfs-overlay")" >&2; fails=$((fails + 1)); return
   fi
   echo "ok: $engine $label $mode ($(wc -l <"$work/ovl.out") lines of output, same files)"
