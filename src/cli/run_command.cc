@@ -110,13 +110,6 @@ int Run(const std::vector<std::string>& args) {
     return 2;
   }
   if (!overlay.empty()) {
-    if (engine == "virtual") {
-      // The engine and `mapfs overlay` work; the shim's routing does not
-      // serve its files yet (write-only opens, O_TRUNC, mmap: docs/OVERLAY.md).
-      std::fprintf(stderr, "mapfs run: --engine virtual: not yet served through the shim (use mapfs overlay "
-                           "cat|import|export|fsck, or --engine split)\n");
-      return 2;
-    }
     char real[PATH_MAX];
     struct stat ost;
     if (::realpath(overlay.c_str(), real) == nullptr || ::stat(real, &ost) != 0 || !S_ISDIR(ost.st_mode)) {

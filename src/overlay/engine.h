@@ -24,6 +24,9 @@
 
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <cstddef>
 #include <cstdint>
@@ -76,6 +79,27 @@ class OverlayFile {
   // MAP_PRIVATE, prot as given; addr a hint or MAP_FIXED address). Engines
   // that cannot map a file return ENODEV.
   virtual Result<void*> Map(void* addr, size_t len, int prot, int flags, uint64_t off) = 0;
+  // Whether the kernel's view of the file is its content once Flush
+  // returned (split files, plain files), so that a process reaching the
+  // descriptor through the kernel (a fork child dropping the engine, an
+  // exec'd image) reads and writes it correctly. False for a virtualized
+  // file: every process must reach it through the engine.
+  virtual bool KernelIsContent() const { return true; }
+  // lseek SEEK_DATA (hole false) or SEEK_HOLE (hole true) from `off`, as
+  // the kernel answers for a file with this content: ENXIO at or past the
+  // end. The default asks the kernel after a Flush.
+  virtual Result<uint64_t> SeekData(uint64_t off, bool hole) {
+    // The kernel knows the holes once the engine's bytes are in the file.
+    MAPFS_RETURN_IF_ERROR(Flush());
+    off_t r = lseek(fd(), static_cast<off_t>(off), hole ? SEEK_HOLE : SEEK_DATA);
+    if (r < 0) return Status::FromErrno("lseek");
+    return static_cast<uint64_t>(r);
+  }
+  // fallocate(2) of the content, for engines whose kernel view is not the
+  // content (the shim lets the kernel do it for the others): EOPNOTSUPP here.
+  virtual Status Fallocate(int /*mode*/, uint64_t /*off*/, uint64_t /*len*/) {
+    return Status::Error(EOPNOTSUPP, "overlay: fallocate is the kernel's for this file");
+  }
   // Ends the description: pending work is finished (as Sync, except that
   // posix mode need not make it durable) and the kernel descriptor closed.
   virtual Status Close() = 0;
@@ -90,7 +114,27 @@ class Engine {
   // overlay's root that the caller opened through the kernel with `flags`
   // (O_ACCMODE, O_APPEND, O_TRUNC... as the application asked; O_CREAT'd
   // files arrive already created, empty). On error the fd is closed.
+  // If TruncatesAtAdopt(), the shim opened a writable O_TRUNC open WITHOUT
+  // O_TRUNC (a virtualized file emptied by the kernel would lose its
+  // format under every other process using it) and Adopt empties the file
+  // itself.
   virtual Result<std::unique_ptr<OverlayFile>> Adopt(int fd, int flags) = 0;
+  virtual bool TruncatesAtAdopt() const { return false; }
+  // Whether `path` (a stat of it) may need FixStat: the shim skips the call
+  // (an open and a read) for engines that keep per-file state only for
+  // files open in the process.
+  virtual bool StatsByPath() const { return false; }
+  // Maps an engine made itself rather than by the kernel (Map of a file the
+  // kernel cannot map: docs/OVERLAY.md "mmap"). HasViews is one load, for the
+  // shim's munmap/msync fast path. UnmapViews: before the kernel unmaps
+  // [addr, addr+len), stores made through the engine's maps in that range
+  // reach the file and the engine forgets them. SyncViews: msync of the
+  // range. SyncAllViews: before exec and at exit.
+  virtual bool HasViews() const { return false; }
+  virtual Status UnmapViews(void* /*addr*/, size_t /*len*/) { return Status::Ok(); }
+  virtual Status SyncViews(void* /*addr*/, size_t /*len*/) { return Status::Ok(); }
+  virtual void SyncAllViews() {}
+  virtual bool ViewsMeet(const void* /*addr*/, size_t /*len*/) { return false; }
   // Corrects a kernel stat of a regular file under the root, by path: the
   // content size (and blocks) where the engine's view differs from the
   // kernel's. Leaves `st` alone for files the engine does not hold.

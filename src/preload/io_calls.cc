@@ -53,7 +53,7 @@ int OpenAny(int dirfd, const char* path, int flags, mode_t mode, int (*real)(int
   return FollowOut(dirfd, path, OpenFollows(flags), [&](int d, const char* p) {
     Route r = MapfsPath(d, p);
     if (r.mapfs) return OpenMapfs(r, flags, mode);
-    return OverlayAfterOpen(real(d, r.Kernel(p), flags, mode), d, r.Kernel(p), flags);
+    return OverlayAfterOpen(real(d, r.Kernel(p), OverlayKernelFlags(d, r.Kernel(p), flags), mode), d, r.Kernel(p), flags);
   });
 }
 
@@ -197,7 +197,8 @@ MAPFS_EXPORT int open(const char* path, int flags, ...) {
   return FollowOut(AT_FDCWD, path, OpenFollows(flags), [&](int, const char* p) {
     Route r = MapfsPath(AT_FDCWD, p);
     if (r.mapfs) return OpenMapfs(r, flags, mode);
-    return OverlayAfterOpen(REAL(open)(r.Kernel(p), flags, mode), AT_FDCWD, r.Kernel(p), flags);
+    return OverlayAfterOpen(REAL(open)(r.Kernel(p), OverlayKernelFlags(AT_FDCWD, r.Kernel(p), flags), mode), AT_FDCWD,
+                            r.Kernel(p), flags);
   });
 }
 MAPFS_EXPORT int open64(const char* path, int flags, ...) {
@@ -206,7 +207,8 @@ MAPFS_EXPORT int open64(const char* path, int flags, ...) {
   return FollowOut(AT_FDCWD, path, OpenFollows(flags), [&](int, const char* p) {
     Route r = MapfsPath(AT_FDCWD, p);
     if (r.mapfs) return OpenMapfs(r, flags, mode);
-    return OverlayAfterOpen(REAL(open64)(r.Kernel(p), flags, mode), AT_FDCWD, r.Kernel(p), flags);
+    return OverlayAfterOpen(REAL(open64)(r.Kernel(p), OverlayKernelFlags(AT_FDCWD, r.Kernel(p), flags), mode), AT_FDCWD,
+                            r.Kernel(p), flags);
   });
 }
 MAPFS_EXPORT int openat(int dirfd, const char* path, int flags, ...) {

@@ -204,10 +204,12 @@ MAPFS_EXPORT void* mmap64(void* addr, size_t len, int prot, int flags, int fd, o
 MAPFS_EXPORT int munmap(void* addr, size_t len) {
   if (in_core) return REAL(munmap)(addr, len);
   if (InRegion(addr)) return 0;  // the region belongs to mapfs
+  if (OvHasViews()) OvUnmapViews(addr, len);  // stores through maps of virtualized files written back
   return UnmapMapfs(addr, len);
 }
 MAPFS_EXPORT int msync(void* addr, size_t len, int flags) {
   if (!in_core && InRegion(addr)) return 0;
+  if (OvHasViews() && (flags & (MS_SYNC | MS_ASYNC)) && OvSyncViews(addr, len) != 0) return -1;
   if (!in_core && g_map_count.load() != 0 && (flags & (MS_SYNC | MS_ASYNC))) {
     // Stores through a map of the pool are persisted as the core's are.
     auto a = reinterpret_cast<uintptr_t>(addr);
@@ -231,6 +233,15 @@ MAPFS_EXPORT void* mremap(void* old, size_t old_len, size_t new_len, int flags, 
   if (!in_core && InRegion(old)) {
     errno = EINVAL;  // the region belongs to mapfs
     return MAP_FAILED;
+  }
+  if (OvHasViews()) {
+    // A map of a virtualized file is the engine's copy (overlay/virtual/
+    // vview.h); moving or resizing it is not followed: refused, as the
+    // kernel refuses what it cannot do.
+    if (OvViewsMeet(old, old_len)) {
+      errno = ENOMEM;
+      return MAP_FAILED;
+    }
   }
   if (in_core || g_map_count.load() == 0) return REAL(mremap)(old, old_len, new_len, flags, fixed);
   auto a = reinterpret_cast<uintptr_t>(old);

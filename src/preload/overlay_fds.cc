@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "preload/calls.h"
+#include "preload/stdio_redirect.h"
 
 namespace mapfs::preload {
 
@@ -73,10 +74,28 @@ void AtforkParent() {
 // The child reaches inherited overlay files through the kernel: the
 // entries (and the engine, whose staging files are its parent's) are
 // abandoned, not closed — closing would relink or remove the parent's work.
+// Virtualized files are the exception: the kernel's view of them is not
+// their content, so the child adopts their descriptors again, in an engine
+// of its own (overlay_inherit.cc), at the offsets the hand-off put in the
+// kernel (shared with the parent, as for any inherited description).
 void AtforkChild() {
+  std::vector<std::vector<int>> again;
   if (g_table != nullptr && !g_table->empty()) {
     auto* keep = new std::vector<OvRef>();  // leaked on purpose
-    for (auto& [fd, o] : *g_table) keep->push_back(std::move(o));
+    std::vector<OvOpen*> seen;
+    for (auto& [fd, o] : *g_table) {
+      if (o->file && !o->file->KernelIsContent()) {
+        size_t i = 0;
+        while (i < seen.size() && seen[i] != o.get()) i++;
+        if (i == seen.size()) {
+          seen.push_back(o.get());
+          again.emplace_back();
+          REAL(close)(o->file->fd());  // the parent engine's number, never used here
+        }
+        again[i].push_back(fd);
+      }
+      keep->push_back(std::move(o));
+    }
     g_table->clear();
   }
   g_ov_count.store(0);
@@ -85,10 +104,15 @@ void AtforkChild() {
   // thread id other than the locker's (the child's) for a read unlock.
   new (&g_mu) std::shared_mutex();
   g_eng_mu.unlock();
+  if (!again.empty()) OverlayReadopt(again);
 }
 
+overlay::Engine* EngineLocked();
 overlay::Engine* Engine() {
   std::lock_guard<std::mutex> g(g_eng_mu);
+  return EngineLocked();
+}
+overlay::Engine* EngineLocked() {
   if (g_engine != nullptr || g_engine_failed) return g_engine;
   CoreScope cs;
   auto e = overlay::OpenOverlay(Conf().opt);
@@ -138,6 +162,13 @@ OvOpen::~OvOpen() {
 }
 
 bool OverlayConfigured() { return Conf().on; }
+bool OverlayVirtual() { return Conf().on && Conf().opt.engine == overlay::EngineKind::kVirtual; }
+overlay::Engine* OverlayEngine() { return Engine(); }
+
+int OverlayKernelFlags(int dirfd, const char* path, int flags) {
+  if (!(flags & O_TRUNC) || (flags & O_ACCMODE) == O_RDONLY || in_core || !OverlayVirtual()) return flags;
+  return OverlayPath(dirfd, path) ? flags & ~O_TRUNC : flags;
+}
 
 OvRef OverlayLookup(int fd) {
   std::shared_lock<std::shared_mutex> g(g_mu);
@@ -180,7 +211,17 @@ int OverlayAfterOpen(int fd, int dirfd, const char* path, int flags) {
   struct stat st;
   if (REAL(fstat)(fd, &st) != 0 || !S_ISREG(st.st_mode)) return fd;
   overlay::Engine* e = Engine();
-  if (e == nullptr) return fd;
+  // An O_TRUNC the kernel was not given (OverlayKernelFlags) and no engine
+  // to do it: the kernel's, after all.
+  bool kept_trunc = OverlayKernelFlags(dirfd, path, flags) != flags;
+  if (e == nullptr) {
+    if (kept_trunc && REAL(ftruncate)(fd, 0) != 0) {
+      int err = errno;
+      REAL(close)(fd);
+      return FailErrno(err);
+    }
+    return fd;
+  }
   CoreScope cs;
   // The engine's own number for the description: internal, close-on-exec.
   int mine = MoveHigh(REAL(fcntl)(fd, F_DUPFD_CLOEXEC, 0));
@@ -199,6 +240,9 @@ int OverlayAfterOpen(int fd, int dirfd, const char* path, int flags) {
 }
 
 void OvInstall(int fd, OvRef o) {
+  // stdio does its I/O with system calls the shim cannot see: a standard
+  // stream on a virtualized file must be a stream over the shim's calls.
+  bool std_stream = fd >= 0 && fd <= 2 && o->file && !o->file->KernelIsContent();
   OvRef old;
   std::unique_lock<std::shared_mutex> g(g_mu);
   if (g_table == nullptr) g_table = new std::unordered_map<int, OvRef>();
@@ -210,6 +254,7 @@ void OvInstall(int fd, OvRef o) {
     g_ov_count.fetch_add(1);
   }
   g.unlock();  // old closes (relinks) outside the table's lock
+  if (std_stream) RedirectStdStream(fd);
 }
 
 void OvForget(int fd) {
@@ -328,12 +373,11 @@ off_t OvSeek(OvOpen& o, int fd, off_t off, int whence) {
     }
     case SEEK_DATA:
     case SEEK_HOLE: {
-      // The kernel knows the holes once staged bytes are in the file.
-      Status st = o.file->Flush();
-      if (!st.ok()) return Fail(st);
-      off_t r = REAL(lseek)(fd, off, whence);
-      if (r >= 0) SetPos(o, fd, static_cast<uint64_t>(r));
-      return r;
+      if (off < 0) return FailErrno(ENXIO);
+      auto r = o.file->SeekData(static_cast<uint64_t>(off), whence == SEEK_HOLE);
+      if (!r.ok()) return Fail(r.status());
+      SetPos(o, fd, *r);
+      return static_cast<off_t>(*r);
     }
     default: return FailErrno(EINVAL);
   }
@@ -359,7 +403,13 @@ int OvTruncate(OvOpen& o, off_t size) {
 }
 
 int OvFallocate(OvOpen& o, int fd, int mode, off_t off, off_t len) {
+  if (off < 0 || len <= 0) return FailErrno(EINVAL);
+  if (o.acc == O_RDONLY) return FailErrno(EBADF);
   CoreScope cs;
+  if (!o.file->KernelIsContent()) {
+    Status vs = o.file->Fallocate(mode, static_cast<uint64_t>(off), static_cast<uint64_t>(len));
+    return vs.ok() ? 0 : Fail(vs);
+  }
   Status st = o.file->Flush();
   if (!st.ok()) return Fail(st);
   if (REAL(fallocate)(fd, mode, off, len) != 0) return -1;
@@ -375,6 +425,17 @@ int OvFallocate(OvOpen& o, int fd, int mode, off_t off, off_t len) {
 }
 
 void* OvMap(OvOpen& o, void* addr, size_t len, int prot, int flags, off_t off) {
+  // As the kernel checks the descriptor's access (the engine's own map may
+  // be of something else: a virtualized file's copy).
+  bool shared = (flags & MAP_TYPE) != MAP_PRIVATE;
+  if (o.acc == O_WRONLY || (shared && (prot & PROT_WRITE) && o.acc != O_RDWR)) {
+    errno = EACCES;
+    return MAP_FAILED;
+  }
+  if (off < 0) {
+    errno = EINVAL;
+    return MAP_FAILED;
+  }
   CoreScope cs;
   auto r = o.file->Map(addr, len, prot, flags, static_cast<uint64_t>(off));
   if (!r.ok()) {
@@ -384,15 +445,42 @@ void* OvMap(OvOpen& o, void* addr, size_t len, int prot, int flags, off_t off) {
   return *r;
 }
 
-void OvFixStat(struct stat* st) {
-  if (g_engine == nullptr || in_core || !S_ISREG(st->st_mode)) return;
+void OvFixStat(struct stat* st, int dirfd, const char* path) {
+  if (in_core || !S_ISREG(st->st_mode) || !Conf().on) return;
+  if (OverlayVirtual()) {
+    // Any virtualized file under the root, open here or not: its content
+    // size is in the file (read by the engine). Files shorter than a
+    // header are plain.
+    if (st->st_size < 64) return;
+    bool by_fd = path == nullptr || path[0] == '\0';
+    if (by_fd) {
+      if (OvRef o = OverlayFd(dirfd)) {
+        CoreScope cs;
+        auto s = o->file->Size();
+        if (s.ok()) st->st_size = static_cast<off_t>(*s);
+        return;
+      }
+    } else if (!OverlayPath(dirfd, path)) {
+      return;
+    }
+    overlay::Engine* e = Engine();
+    if (e == nullptr) return;
+    CoreScope cs;
+    std::string p;
+    if (by_fd) p = "/proc/self/fd/" + std::to_string(dirfd);
+    else if (path[0] != '/' && dirfd != AT_FDCWD) p = "/proc/self/fd/" + std::to_string(dirfd) + "/" + path;
+    else p = path;
+    (void)e->FixStat(p.c_str(), st);
+    return;
+  }
+  if (g_engine == nullptr) return;
   CoreScope cs;
   std::lock_guard<std::mutex> g(g_eng_mu);
   if (g_engine != nullptr) (void)g_engine->FixStatFd(-1, st);
 }
 
-void OvFixStatx(struct statx* x) {
-  if (g_engine == nullptr || in_core || !S_ISREG(x->stx_mode)) return;
+void OvFixStatx(struct statx* x, int dirfd, const char* path) {
+  if (in_core || !S_ISREG(x->stx_mode) || !Conf().on) return;
   struct stat st{};
   st.st_dev = makedev(x->stx_dev_major, x->stx_dev_minor);
   st.st_ino = x->stx_ino;
@@ -400,14 +488,39 @@ void OvFixStatx(struct statx* x) {
   st.st_size = static_cast<off_t>(x->stx_size);
   st.st_blocks = static_cast<blkcnt_t>(x->stx_blocks);
   st.st_nlink = x->stx_nlink;
-  OvFixStat(&st);
+  OvFixStat(&st, dirfd, path);
   x->stx_size = static_cast<uint64_t>(st.st_size);
   x->stx_blocks = static_cast<uint64_t>(st.st_blocks);
   x->stx_nlink = static_cast<uint32_t>(st.st_nlink);
 }
 
+bool OvHasViews() {
+  overlay::Engine* e = g_engine;
+  return e != nullptr && !in_core && e->HasViews();
+}
+
+void OvUnmapViews(void* addr, size_t len) {
+  overlay::Engine* e = g_engine;
+  if (e == nullptr) return;
+  CoreScope cs;
+  (void)e->UnmapViews(addr, len);  // munmap itself cannot fail for it
+}
+
+bool OvViewsMeet(const void* addr, size_t len) {
+  overlay::Engine* e = g_engine;
+  return e != nullptr && e->ViewsMeet(addr, len);
+}
+
+int OvSyncViews(void* addr, size_t len) {
+  overlay::Engine* e = g_engine;
+  if (e == nullptr) return 0;
+  CoreScope cs;
+  Status st = e->SyncViews(addr, len);
+  return st.ok() ? 0 : Fail(st);
+}
+
 void OverlayHandoff() {
-  if (in_core || g_ov_count.load() == 0) return;
+  if (in_core || (g_ov_count.load() == 0 && !OvHasViews())) return;
   CoreScope cs;
   for (auto& [fd, o] : AllOpen()) {
     std::lock_guard<std::mutex> g(o->pos_mu);
@@ -417,6 +530,7 @@ void OverlayHandoff() {
     }
     (void)o->file->Flush();
   }
+  if (g_engine != nullptr) g_engine->SyncAllViews();  // maps of files no longer open too
 }
 
 // At exit (after main's atexit handlers): every overlay file closes, so

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "overlay/engine.h"
 
@@ -65,9 +66,19 @@ bool OverlayConfigured();
 // Whether `path` (relative to dirfd) names something under the overlay's
 // root, lexically (the hidden directory excluded).
 bool OverlayPath(int dirfd, const char* path);
-// After the kernel opened `path` as `fd`: adopts a regular file under the
-// root. Returns fd, or -1/errno (fd closed) when the engine refused it.
+// The flags the kernel opens `path` with: the caller's, but O_TRUNC of a
+// writable open under the root is left to an engine that TruncatesAtAdopt
+// (the virtual engine: the kernel would truncate a virtualized file's
+// format away under every process using it).
+int OverlayKernelFlags(int dirfd, const char* path, int flags);
+// After the kernel opened `path` as `fd` (with OverlayKernelFlags): adopts a
+// regular file under the root. `flags` are the caller's. Returns fd, or
+// -1/errno (fd closed) when the engine refused it.
 int OverlayAfterOpen(int fd, int dirfd, const char* path, int flags);
+// Whether the overlay's engine is the virtual one (its files must be
+// reached through it by every process: stat by path, truncate by path,
+// descriptors inherited across fork and exec are adopted again).
+bool OverlayVirtual();
 
 ssize_t OvRead(OvOpen& o, int fd, void* buf, size_t n, int64_t off);  // off < 0: the offset
 ssize_t OvWrite(OvOpen& o, int fd, const void* buf, size_t n, int64_t off);
@@ -84,9 +95,27 @@ void OvInstall(int fd, OvRef o);  // fd now also names o (dup)
 void OvForget(int fd);            // fd no longer names an overlay file
 void OvForgetRange(unsigned lo, unsigned hi);
 
-// Stat results of the kernel for overlay files, corrected (size of staged bytes).
-void OvFixStat(struct stat* st);
-void OvFixStatx(struct statx* x);
+// Stat results of the kernel for overlay files, corrected (size of staged
+// bytes, a virtualized file's content size). The file is `path` relative
+// to `dirfd`, or the descriptor `dirfd` when path is null or empty.
+void OvFixStat(struct stat* st, int dirfd, const char* path);
+void OvFixStatx(struct statx* x, int dirfd, const char* path);
+
+// Maps the engine made (mmap of virtualized files, vview.h): written back
+// before the kernel unmaps them, and at msync. One load when there are none.
+bool OvHasViews();
+void OvUnmapViews(void* addr, size_t len);
+int OvSyncViews(void* addr, size_t len);
+bool OvViewsMeet(const void* addr, size_t len);
+
+// Descriptors of virtualized files reached by a process through the kernel
+// only: adopted again (overlay_inherit.cc). At load, for those inherited
+// across exec; in a fork child, for those the parent had (`fds` each
+// description's numbers).
+void OverlayAdoptInherited();
+void OverlayReadopt(const std::vector<std::vector<int>>& fds);
+// The engine, opened on first use (null if unusable); for overlay_inherit.cc.
+overlay::Engine* OverlayEngine();
 
 // Before exec/spawn (and fork, through pthread_atfork): offsets into the
 // kernel, staged bytes relinked.

@@ -165,7 +165,7 @@ MAPFS_EXPORT int stat(const char* path, struct stat* st) {
     int r = StatAt(AT_FDCWD, p, st, 0, &k);
     if (r != -2) return r;
     r = REAL(stat)(k.Kernel(p), st);
-    if (r == 0) OvFixStat(st);
+    if (r == 0) OvFixStat(st, AT_FDCWD, k.Kernel(p));
     return r;
   });
 }
@@ -176,7 +176,7 @@ MAPFS_EXPORT int lstat(const char* path, struct stat* st) {
     int r = StatAt(AT_FDCWD, p, st, AT_SYMLINK_NOFOLLOW, &k);
     if (r != -2) return r;
     r = REAL(lstat)(k.Kernel(p), st);
-    if (r == 0) OvFixStat(st);
+    if (r == 0) OvFixStat(st, AT_FDCWD, k.Kernel(p));
     return r;
   });
 }
@@ -185,7 +185,7 @@ MAPFS_EXPORT int fstat(int fd, struct stat* st) {
   int r = FstatFd(fd, st);
   if (r != -2) return r;
   r = REAL(fstat)(fd, st);
-  if (r == 0) OvFixStat(st);
+  if (r == 0) OvFixStat(st, fd, nullptr);
   return r;
 }
 MAPFS_EXPORT int fstat64(int fd, struct stat64* st) { return fstat(fd, reinterpret_cast<struct stat*>(st)); }
@@ -195,7 +195,7 @@ MAPFS_EXPORT int fstatat(int dirfd, const char* path, struct stat* st, int flags
     int r = StatAt(d, p, st, flags, &k);
     if (r != -2) return r;
     r = REAL(fstatat)(d, k.Kernel(p), st, flags);
-    if (r == 0) OvFixStat(st);
+    if (r == 0) OvFixStat(st, d, k.Kernel(p));
     return r;
   });
 }
@@ -223,7 +223,7 @@ MAPFS_EXPORT int statx(int dirfd, const char* path, int flags, unsigned mask, st
     int r = StatAt(d, p, &st, flags, &k);
     if (r == -2) {
       r = REAL(statx)(d, k.Kernel(p), flags, mask, x);
-      if (r == 0 && x != nullptr) OvFixStatx(x);
+      if (r == 0 && x != nullptr) OvFixStatx(x, d, k.Kernel(p));
       return r;
     }
     if (r != 0) return r;
@@ -555,9 +555,10 @@ MAPFS_EXPORT int utime(const char* path, const struct utimbuf* t) {
 MAPFS_EXPORT int truncate(const char* path, off_t size) {
   return FollowOut(AT_FDCWD, path, true, [&](int, const char* p) {
     Route r = MapfsPath(AT_FDCWD, p);
-    if (!r.mapfs && g_ov_count.load() > 0 && OverlayPath(AT_FDCWD, r.Kernel(p))) {
+    if (!r.mapfs && (g_ov_count.load() > 0 || OverlayVirtual()) && OverlayPath(AT_FDCWD, r.Kernel(p))) {
       // The file may be open in the overlay: truncated through it, so its
-      // staged bytes and cached size follow.
+      // staged bytes and cached size follow. A virtualized file is always
+      // truncated through the engine (the kernel would cut its format).
       int fd = open(r.Kernel(p), O_WRONLY | O_CLOEXEC);
       if (fd < 0) return -1;
       int rc = ftruncate(fd, size);

@@ -5,11 +5,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <linux/falloc.h>
 #include <map>
 #include <mutex>
 #include <utility>
 
 #include "overlay/virtual/virtual_engine.h"
+#include "overlay/virtual/vview.h"
 
 namespace mapfs::overlay {
 namespace {
@@ -80,31 +83,72 @@ class PlainFile final : public OverlayFile {
   int fd_;
 };
 
-class VirtualEngine;
-
-// A virtualized file: the application's descriptor (kept for fstat, locks)
-// and the process's shared VFile of that file.
+// A virtualized file: the application's descriptor (kept for fstat, locks),
+// the process's shared VFile of that file, and the file's maps in this
+// process (kept coherent with what goes through this file: vview.h).
 class VirtualFile final : public OverlayFile {
  public:
-  VirtualFile(int fd, std::shared_ptr<VFile> f) : fd_(fd), f_(std::move(f)) {}
+  VirtualFile(int fd, std::shared_ptr<VFile> f, std::shared_ptr<vrt::ViewList> views,
+              vrt::ViewRegistry* registry)
+      : fd_(fd), f_(std::move(f)), views_(std::move(views)), registry_(registry) {}
   ~VirtualFile() override {
     if (fd_ >= 0) close(fd_);
   }
-  Result<size_t> Pread(void* buf, size_t n, uint64_t off) override { return f_->Pread(buf, n, off); }
-  Result<size_t> Pwrite(const void* buf, size_t n, uint64_t off) override { return f_->Pwrite(buf, n, off); }
-  Result<uint64_t> Append(const void* buf, size_t n) override { return f_->Append(buf, n); }
-  Result<uint64_t> Size() override { return f_->Size(); }
-  Status Truncate(uint64_t size) override { return f_->Truncate(size); }
-  Status Sync() override { return f_->Sync(); }
-  Result<void*> Map(void*, size_t, int, int, uint64_t) override {
-    // The content is scattered over copy-on-write blocks whose mapping a
-    // commit by any process may change at any time; a kernel mapping of it
-    // cannot follow (docs/OVERLAY.md).
-    return Status::Error(ENODEV, "virtual engine: mmap of a virtualized file is not supported");
+  Result<size_t> Pread(void* buf, size_t n, uint64_t off) override {
+    if (!views_->empty()) MAPFS_RETURN_IF_ERROR(views_->WriteBack(off, off + n));
+    return f_->Pread(buf, n, off);
   }
+  Result<size_t> Pwrite(const void* buf, size_t n, uint64_t off) override {
+    auto r = f_->Pwrite(buf, n, off);
+    if (r.ok() && !views_->empty()) views_->Written(buf, off, *r);
+    return r;
+  }
+  Result<uint64_t> Append(const void* buf, size_t n) override {
+    auto r = f_->Append(buf, n);
+    if (r.ok() && !views_->empty()) views_->Written(buf, *r, n);
+    return r;
+  }
+  Result<uint64_t> Size() override { return f_->Size(); }
+  Status Truncate(uint64_t size) override {
+    if (!views_->empty()) MAPFS_RETURN_IF_ERROR(views_->WriteBack(0, UINT64_MAX));
+    Status s = f_->Truncate(size);
+    if (s.ok() && !views_->empty()) views_->Truncated(size);
+    return s;
+  }
+  Status Sync() override {
+    if (!views_->empty()) MAPFS_RETURN_IF_ERROR(views_->WriteBack(0, UINT64_MAX));
+    return f_->Sync();
+  }
+  // The kernel's view is never the content; a fork or exec hands the
+  // descriptor to a process that re-adopts it. Stores through maps are
+  // written back, so the next image reads them.
+  Status Flush() override { return views_->empty() ? Status::Ok() : views_->WriteBack(0, UINT64_MAX); }
+  Result<void*> Map(void* addr, size_t len, int prot, int flags, uint64_t off) override {
+    // A copy of the content (vview.h): the stores of other maps of the file
+    // in this process are written back first, so the copy holds them.
+    if (!views_->empty()) MAPFS_RETURN_IF_ERROR(views_->WriteBack(off, off + len));
+    return registry_->Map(f_, views_, addr, len, prot, flags, off);
+  }
+  bool KernelIsContent() const override { return false; }
+  Result<uint64_t> SeekData(uint64_t off, bool hole) override {
+    // Holes are unmapped blocks (never written, or cut by a truncate), at
+    // block granularity; the end is a hole.
+    auto size = f_->Size();
+    if (!size.ok()) return size.status();
+    if (off >= *size) return Status::Error(ENXIO, "lseek: past the end");
+    for (uint64_t vb = off / vrt::pmem::kBlockSize; vb * vrt::pmem::kBlockSize < *size; vb++) {
+      auto p = f_->PhysOf(vb);
+      if (!p.ok()) return p.status();
+      if ((*p == 0) == hole) return std::max(off, vb * vrt::pmem::kBlockSize);
+    }
+    if (hole) return *size;
+    return Status::Error(ENXIO, "lseek: no data past the offset");
+  }
+  Status Fallocate(int mode, uint64_t off, uint64_t len) override;
   Status Close() override {
     // Every write is committed (and, in sync/strict mode, durable) when it
     // returns: nothing is pending; posix mode need not be durable here.
+    // Maps of the file outlive the descriptor (they hold the VFile).
     Status st = Status::Ok();
     f_.reset();
     int fd = fd_;
@@ -115,13 +159,61 @@ class VirtualFile final : public OverlayFile {
   int fd() const override { return fd_; }
 
  private:
+  Status WriteZeros(uint64_t off, uint64_t end);
+
   int fd_;
   std::shared_ptr<VFile> f_;
+  std::shared_ptr<vrt::ViewList> views_;
+  vrt::ViewRegistry* registry_;
 };
+
+Status VirtualFile::WriteZeros(uint64_t off, uint64_t end) {
+  static const char kZeros[64 * 1024] = {};
+  while (off < end) {
+    size_t n = static_cast<size_t>(std::min<uint64_t>(sizeof(kZeros), end - off));
+    auto r = Pwrite(kZeros, n, off);
+    if (!r.ok()) return r.status();
+    off += *r;
+  }
+  return Status::Ok();
+}
+
+Status VirtualFile::Fallocate(int mode, uint64_t off, uint64_t len) {
+  // Space is the engine's to allocate (at write time, copy-on-write), so a
+  // reservation reserves nothing; what fallocate does to the content is done.
+  if (len == 0) return Status::Error(EINVAL, "fallocate: zero length");
+  auto size = f_->Size();
+  if (!size.ok()) return size.status();
+  uint64_t end = off + len;
+  bool keep = (mode & FALLOC_FL_KEEP_SIZE) != 0;
+  switch (mode & ~FALLOC_FL_KEEP_SIZE) {
+    case 0:
+      return !keep && end > *size ? Truncate(end) : Status::Ok();
+    case FALLOC_FL_PUNCH_HOLE:
+      if (!keep) return Status::Error(EINVAL, "fallocate: PUNCH_HOLE needs KEEP_SIZE");
+      return WriteZeros(off, std::min(end, *size));
+    case FALLOC_FL_ZERO_RANGE: {
+      MAPFS_RETURN_IF_ERROR(WriteZeros(off, std::min(end, *size)));
+      return !keep && end > *size ? Truncate(end) : Status::Ok();
+    }
+    default:
+      return Status::Error(EOPNOTSUPP, "fallocate: this mode is not supported for a virtualized file");
+  }
+}
 
 class VirtualEngine final : public Engine {
  public:
   explicit VirtualEngine(const Options& o) : opt_(o) {}
+  // At exit (the shim deletes the engine): stores through maps reach the file.
+  ~VirtualEngine() override { views_.SyncAll(); }
+
+  bool TruncatesAtAdopt() const override { return true; }
+  bool StatsByPath() const override { return true; }
+  bool HasViews() const override { return !views_.empty(); }
+  Status UnmapViews(void* addr, size_t len) override { return views_.Unmap(addr, len); }
+  Status SyncViews(void* addr, size_t len) override { return views_.Sync(addr, len); }
+  void SyncAllViews() override { views_.SyncAll(); }
+  bool ViewsMeet(const void* addr, size_t len) override { return views_.Meets(addr, len); }
 
   Result<std::unique_ptr<OverlayFile>> Adopt(int fd, int flags) override {
     auto r = AdoptInner(fd, flags);
@@ -163,6 +255,16 @@ class VirtualEngine final : public Engine {
     return Status::Ok();
   }
 
+  std::shared_ptr<vrt::ViewList> ViewsOf(Key k) {
+    std::lock_guard<std::mutex> g(mu_);
+    auto l = lists_[k].lock();
+    if (!l) {
+      l = std::make_shared<vrt::ViewList>();
+      lists_[k] = l;
+    }
+    return l;
+  }
+
   std::shared_ptr<VFile> Find(Key k) {
     std::lock_guard<std::mutex> g(mu_);
     auto it = files_.find(k);
@@ -174,6 +276,18 @@ class VirtualEngine final : public Engine {
     if (fstat(fd, &st) != 0) return Status::FromErrno("fstat");
     if (!S_ISREG(st.st_mode)) return std::unique_ptr<OverlayFile>(new PlainFile(fd));
     bool writable = (flags & O_ACCMODE) != O_RDONLY;
+    bool trunc = writable && (flags & O_TRUNC);
+    if (trunc && st.st_size != 0) {
+      // The shim left O_TRUNC to us (TruncatesAtAdopt): a plain file is
+      // emptied by the kernel (and then formatted below), a virtualized one
+      // through its log, after attaching.
+      auto v = IsVirtualizedAny(fd);
+      if (!v.ok()) return v.status();
+      if (!*v) {
+        if (ftruncate(fd, 0) != 0) return Status::FromErrno("virtual: O_TRUNC");
+        st.st_size = 0;
+      }
+    }
     if (st.st_size == 0 && writable && (flags & (O_CREAT | O_TRUNC))) {
       // Created (or emptied) under the engine: format it. The flock keeps
       // two processes creating one file from formatting it twice.
@@ -188,14 +302,7 @@ class VirtualEngine final : public Engine {
       close(rw);
       MAPFS_RETURN_IF_ERROR(s);
     }
-    auto v = vrt::IsVirtualized(fd);
-    if (!v.ok() && v.status().code() == EBADF) {
-      // A write-only descriptor: look through a read-only one.
-      int ro = open(("/proc/self/fd/" + std::to_string(fd)).c_str(), O_RDONLY | O_CLOEXEC);
-      if (ro < 0) return Status::FromErrno("virtual: reopen to read the header");
-      v = vrt::IsVirtualized(ro);
-      close(ro);
-    }
+    auto v = IsVirtualizedAny(fd);
     if (!v.ok()) return v.status();
     if (!*v) return std::unique_ptr<OverlayFile>(new PlainFile(fd));
     std::shared_ptr<VFile> f;
@@ -204,18 +311,45 @@ class VirtualEngine final : public Engine {
       Key k{st.st_dev, st.st_ino};
       f = files_[k].lock();
       if (!f || (writable && !f->writable())) {
-        auto a = VFile::Attach(fd, writable || (f && f->writable()), opt_.mode);
+        // A write-only descriptor cannot read the header: attach through a
+        // read-write one (the kernel checks read permission here).
+        int src = fd;
+        if ((flags & O_ACCMODE) == O_WRONLY) {
+          src = open(("/proc/self/fd/" + std::to_string(fd)).c_str(), O_RDWR | O_CLOEXEC);
+          if (src < 0) return Status::FromErrno("virtual: reopen a write-only descriptor");
+        }
+        auto a = VFile::Attach(src, writable || (f && f->writable()), opt_.mode);
+        if (src != fd) close(src);
         if (!a.ok()) return a.status();
         f = std::shared_ptr<VFile>(std::move(*a));
         files_[k] = f;
       }
     }
-    return std::unique_ptr<OverlayFile>(new VirtualFile(fd, std::move(f)));
+    auto views = ViewsOf({st.st_dev, st.st_ino});
+    if (trunc) {
+      MAPFS_RETURN_IF_ERROR(f->Truncate(0));
+      if (!views->empty()) views->Truncated(0);
+    }
+    return std::unique_ptr<OverlayFile>(new VirtualFile(fd, std::move(f), std::move(views), &views_));
+  }
+
+  static Result<bool> IsVirtualizedAny(int fd) {
+    auto v = vrt::IsVirtualized(fd);
+    if (!v.ok() && v.status().code() == EBADF) {
+      // A write-only descriptor: look through a read-only one.
+      int ro = open(("/proc/self/fd/" + std::to_string(fd)).c_str(), O_RDONLY | O_CLOEXEC);
+      if (ro < 0) return Status::FromErrno("virtual: reopen to read the header");
+      v = vrt::IsVirtualized(ro);
+      close(ro);
+    }
+    return v;
   }
 
   Options opt_;
   std::mutex mu_;
   std::map<Key, std::weak_ptr<VFile>> files_;
+  std::map<Key, std::weak_ptr<vrt::ViewList>> lists_;
+  vrt::ViewRegistry views_;
 };
 
 }  // namespace

@@ -1,0 +1,98 @@
+// Maps of virtualized files (mmap through the shim): copy-on-map views.
+//
+// A virtualized file's content is scattered over copy-on-write blocks whose
+// mapping any process's commit may change at any moment, and the GC reuses
+// superseded blocks: a kernel mapping of the file's blocks could not follow
+// a later write, and stores through it could land in another block's data.
+// So a map is a copy (docs/OVERLAY.md "mmap of a virtualized file"):
+// - MAP_PRIVATE: anonymous private memory filled with the content at map
+//   time. That is what POSIX promises for a private map (later changes of
+//   the file may or may not show); nothing is written back.
+// - MAP_SHARED: a memfd mapped at the application's address with its prot,
+//   filled with the content, plus two engine-side maps: `alias` (the same
+//   pages, read-write) and `twin` (private: the content as last written
+//   back). Write-back compares the alias with the twin, page by page, and
+//   writes each page's changed bytes (first to last) through the engine:
+//   bytes nobody stored are never written, so writes made meanwhile through
+//   write() or by other processes to other bytes survive. A fork child
+//   shares the memfd pages, so parent and child see each other's stores.
+//
+// Coherence within the process: a write or truncate through any descriptor
+// of the file updates its views (alias and twin); a read first writes back
+// the views' stores in its range. Between processes, a view is a snapshot
+// until written back (msync, munmap, fsync of the file, exec, exit).
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "common/status.h"
+#include "overlay/virtual/vfile.h"
+
+namespace mapfs::overlay::vrt {
+
+// One shared view. Page-aligned: addr, alias, twin and len are page
+// multiples; off is the content offset of addr.
+struct View {
+  char* addr = nullptr;
+  char* alias = nullptr;
+  char* twin = nullptr;
+  size_t len = 0;
+  uint64_t off = 0;
+  std::shared_ptr<VFile> f;  // writes back through it (writable: MAP_SHARED+PROT_WRITE needs O_RDWR)
+  ~View();                   // unmaps alias and twin (not addr: the application's, unmapped by the kernel)
+};
+
+// The shared views of one file in this process.
+class ViewList {
+ public:
+  bool empty() const { return n_.load(std::memory_order_acquire) == 0; }
+  // Stores through views that fall in the content range [lo, hi) reach the
+  // file (a read of that range follows, or a sync).
+  Status WriteBack(uint64_t lo, uint64_t hi);
+  // After the process wrote content [off, off+n) from buf: views show it.
+  void Written(const void* buf, uint64_t off, uint64_t n);
+  // After a truncate to `size`: views read zeros past it.
+  void Truncated(uint64_t size);
+  void Add(std::shared_ptr<View> v);
+  void Remove(const View* v);
+
+ private:
+  std::mutex mu_;
+  std::vector<std::shared_ptr<View>> views_;
+  std::atomic<size_t> n_{0};
+};
+
+// Every shared view of the engine, by address (munmap and msync name
+// addresses, not files).
+class ViewRegistry {
+ public:
+  bool empty() const { return n_.load(std::memory_order_acquire) == 0; }
+  // mmap of `f`'s content [off, off+len): see above. `list` is the file's.
+  Result<void*> Map(const std::shared_ptr<VFile>& f, const std::shared_ptr<ViewList>& list, void* addr,
+                    size_t len, int prot, int flags, uint64_t off);
+  // Views meeting [addr, addr+len): written back, then forgotten (unmap) or
+  // just written back (sync). The kernel unmaps the application's range.
+  Status Unmap(void* addr, size_t len);
+  Status Sync(void* addr, size_t len);
+  void SyncAll();
+  bool Meets(const void* addr, size_t len);
+
+ private:
+  struct Entry {
+    std::shared_ptr<View> view;
+    std::shared_ptr<ViewList> list;
+  };
+  std::mutex mu_;
+  std::map<uintptr_t, Entry> by_addr_;
+  std::atomic<size_t> n_{0};
+};
+
+}  // namespace mapfs::overlay::vrt
