@@ -13,6 +13,7 @@
 
 #include "common/process.h"
 #include "preload/calls.h"
+#include "preload/vector_io.h"
 #include "preload/outside.h"
 #include "preload/locks.h"
 #include "preload/overlay_fds.h"
@@ -109,30 +110,11 @@ ssize_t WriteAt(Desc& d, int fd, const void* buf, size_t n, int64_t off) {
 }
 
 ssize_t ReadV(Desc& d, int fd, const struct iovec* iov, int cnt, int64_t off) {
-  if (cnt < 0 || cnt > IOV_MAX) return FailErrno(EINVAL);
-  size_t total = 0;
-  for (int i = 0; i < cnt; i++) total += iov[i].iov_len;
-  std::vector<char> buf(total);
-  ssize_t r = ReadAt(d, fd, buf.data(), total, off);
-  if (r <= 0) return r;
-  size_t left = static_cast<size_t>(r), at = 0;
-  for (int i = 0; i < cnt && left > 0; i++) {
-    size_t k = std::min(left, iov[i].iov_len);
-    std::memcpy(iov[i].iov_base, buf.data() + at, k);
-    at += k;
-    left -= k;
-  }
-  return r;
+  return ScatterRead(iov, cnt, [&](void* buf, size_t n) { return ReadAt(d, fd, buf, n, off); });
 }
 
 ssize_t WriteV(Desc& d, int fd, const struct iovec* iov, int cnt, int64_t off) {
-  if (cnt < 0 || cnt > IOV_MAX) return FailErrno(EINVAL);
-  if (cnt == 1) return WriteAt(d, fd, iov[0].iov_base, iov[0].iov_len, off);
-  std::vector<char> buf;
-  for (int i = 0; i < cnt; i++)
-    buf.insert(buf.end(), static_cast<const char*>(iov[i].iov_base),
-               static_cast<const char*>(iov[i].iov_base) + iov[i].iov_len);
-  return WriteAt(d, fd, buf.data(), buf.size(), off);
+  return GatherWrite(iov, cnt, [&](const void* buf, size_t n) { return WriteAt(d, fd, buf, n, off); });
 }
 
 int CloseMapfs(int fd) {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "preload/calls.h"
+#include "preload/vector_io.h"
 #include "preload/stdio_redirect.h"
 
 namespace mapfs::preload {
@@ -332,30 +333,11 @@ ssize_t OvWrite(OvOpen& o, int fd, const void* buf, size_t n, int64_t off) {
 }
 
 ssize_t OvReadV(OvOpen& o, int fd, const iovec* iov, int cnt, int64_t off) {
-  if (cnt < 0 || cnt > IOV_MAX) return FailErrno(EINVAL);
-  size_t total = 0;
-  for (int i = 0; i < cnt; i++) total += iov[i].iov_len;
-  std::vector<char> buf(total);
-  ssize_t r = OvRead(o, fd, buf.data(), total, off);
-  if (r <= 0) return r;
-  size_t left = static_cast<size_t>(r), at = 0;
-  for (int i = 0; i < cnt && left > 0; i++) {
-    size_t k = std::min(left, iov[i].iov_len);
-    std::memcpy(iov[i].iov_base, buf.data() + at, k);
-    at += k;
-    left -= k;
-  }
-  return r;
+  return ScatterRead(iov, cnt, [&](void* buf, size_t n) { return OvRead(o, fd, buf, n, off); });
 }
 
 ssize_t OvWriteV(OvOpen& o, int fd, const iovec* iov, int cnt, int64_t off) {
-  if (cnt < 0 || cnt > IOV_MAX) return FailErrno(EINVAL);
-  if (cnt == 1) return OvWrite(o, fd, iov[0].iov_base, iov[0].iov_len, off);
-  std::vector<char> buf;
-  for (int i = 0; i < cnt; i++)
-    buf.insert(buf.end(), static_cast<const char*>(iov[i].iov_base),
-               static_cast<const char*>(iov[i].iov_base) + iov[i].iov_len);
-  return OvWrite(o, fd, buf.data(), buf.size(), off);
+  return GatherWrite(iov, cnt, [&](const void* buf, size_t n) { return OvWrite(o, fd, buf, n, off); });
 }
 
 off_t OvSeek(OvOpen& o, int fd, off_t off, int whence) {

@@ -191,15 +191,7 @@ TEST_P(CrashTest, KilledWriterLosesNoAcknowledgedByteAndStrictTearsNothing) {
               static_cast<unsigned long long>(acked_total), redone_total);
 }
 
-std::string CaseName(const ::testing::TestParamInfo<std::tuple<std::string, Mode>>& info) {
-  static const char* const kModes[] = {"posix", "sync", "strict"};
-  return std::get<0>(info.param) + "_" + kModes[static_cast<int>(std::get<1>(info.param))];
-}
-
-INSTANTIATE_TEST_SUITE_P(Fs, CrashTest,
-                         ::testing::Combine(::testing::Values("tmpfs", "ext4"),
-                                            ::testing::Values(Mode::kPosix, Mode::kSync, Mode::kStrict)),
-                         CaseName);
+INSTANTIATE_TEST_SUITE_P(Fs, CrashTest, test::DirsTimesModes(), test::DirAndModeName);
 
 }  // namespace
 }  // namespace mapfs::overlay

@@ -6,11 +6,15 @@
 #include <fcntl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <string>
+#include <tuple>
 #include <vector>
+
+#include "overlay/engine.h"
 
 namespace mapfs::test {
 
@@ -67,5 +71,19 @@ class ScratchDir {
  private:
   std::string path_;
 };
+
+// The matrix the split engine's suites run on: each backing directory
+// (tmpfs, ext4) in each mode, as test names like "ext4_strict".
+using DirAndMode = std::tuple<std::string, overlay::Mode>;
+
+inline auto DirsTimesModes() {
+  return ::testing::Combine(::testing::Values("tmpfs", "ext4"),
+                            ::testing::Values(overlay::Mode::kPosix, overlay::Mode::kSync, overlay::Mode::kStrict));
+}
+
+inline std::string DirAndModeName(const ::testing::TestParamInfo<DirAndMode>& info) {
+  static const char* const kModes[] = {"posix", "sync", "strict"};
+  return std::get<0>(info.param) + "_" + kModes[static_cast<int>(std::get<1>(info.param))];
+}
 
 }  // namespace mapfs::test

@@ -289,15 +289,7 @@ TEST_P(SplitTest, ThreadsAppendingThroughTwoDescriptorsInterleaveWholeRecords) {
   for (int c : count) EXPECT_EQ(c, kRecords);
 }
 
-std::string CaseName(const ::testing::TestParamInfo<std::tuple<std::string, Mode>>& info) {
-  static const char* const kModes[] = {"posix", "sync", "strict"};
-  return std::get<0>(info.param) + "_" + kModes[static_cast<int>(std::get<1>(info.param))];
-}
-
-INSTANTIATE_TEST_SUITE_P(Fs, SplitTest,
-                         ::testing::Combine(::testing::Values("tmpfs", "ext4"),
-                                            ::testing::Values(Mode::kPosix, Mode::kSync, Mode::kStrict)),
-                         CaseName);
+INSTANTIATE_TEST_SUITE_P(Fs, SplitTest, test::DirsTimesModes(), test::DirAndModeName);
 
 }  // namespace
 }  // namespace mapfs::overlay
