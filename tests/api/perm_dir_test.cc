@@ -24,38 +24,14 @@ using namespace mapfs::permtest;  // NOLINT: the matrix's vocabulary
 // Runs the calls as `a` in a child; returns the two transcripts.
 std::pair<std::string, std::string> RunAs(const Actor& a, const std::string& kroot, const std::string& mroot,
                                           bool switch_ids) {
-  int fds[2];
-  if (::pipe(fds) != 0) return {"pipe failed", ""};
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::close(fds[0]);
-    std::string k, p;
-    if (switch_ids && !SwitchTo(a)) {
-      k = std::string("switching ids failed: ") + strerror(errno);
-    } else {
-      Kernel ks(kroot), ms(mroot);
-      k = RunOps(ks);
-      p = RunOps(ms);
-    }
-    std::string msg = k + '\0' + p;
-    size_t off = 0;
-    while (off < msg.size()) {
-      ssize_t n = ::write(fds[1], msg.data() + off, msg.size() - off);
-      if (n <= 0) break;
-      off += static_cast<size_t>(n);
-    }
-    std::exit(0);  // under the shim: its clean exit
-  }
-  ::close(fds[1]);
-  std::string all;
-  char buf[4096];
-  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) all.append(buf, static_cast<size_t>(n));
-  ::close(fds[0]);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  size_t z = all.find('\0');
-  if (z == std::string::npos) return {"child died: " + all, ""};
-  return {all.substr(0, z), all.substr(z + 1)};
+  return TranscriptsFromChild(
+      [&]() -> std::pair<std::string, std::string> {
+        if (switch_ids && !SwitchTo(a)) return {std::string("switching ids failed: ") + strerror(errno), ""};
+        Kernel ks(kroot), ms(mroot);
+        std::string k = RunOps(ks);
+        return {k, RunOps(ms)};
+      },
+      /*clean_exit=*/true);  // under the shim: its clean exit
 }
 
 // PERM_ACCEPT="call=KERNEL>MAPFS ...": a difference of errno the side

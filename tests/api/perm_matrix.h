@@ -8,11 +8,14 @@
 #include <grp.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mapfs::permtest {
@@ -245,6 +248,41 @@ inline std::vector<Actor> Actors() {
       {"root", 0, 0, 0, 0, {0}},
       {"real other, effective owner", kOther, kOwner, kOtherGid, kGroup, {kGroup}},
   };
+}
+
+// Runs `body` (returning the kernel's and the side under test's
+// transcripts) in a forked child, so that switching ids never touches the
+// test process, and returns what it produced, sent back through a pipe. The
+// child ends with exit() when `clean_exit` (a shim's exit handlers run),
+// else with _exit().
+template <typename Body>
+std::pair<std::string, std::string> TranscriptsFromChild(Body body, bool clean_exit) {
+  int fds[2];
+  if (::pipe(fds) != 0) return {"pipe failed", ""};
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    auto [k, p] = body();
+    std::string msg = k + '\0' + p;
+    size_t off = 0;
+    while (off < msg.size()) {
+      ssize_t n = ::write(fds[1], msg.data() + off, msg.size() - off);
+      if (n <= 0) break;
+      off += static_cast<size_t>(n);
+    }
+    if (clean_exit) std::exit(0);
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string all;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) all.append(buf, static_cast<size_t>(n));
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  size_t z = all.find('\0');
+  if (z == std::string::npos) return {"child died: " + all, ""};
+  return {all.substr(0, z), all.substr(z + 1)};
 }
 
 }  // namespace mapfs::permtest

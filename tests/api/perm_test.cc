@@ -74,45 +74,25 @@ class Pool : public Side {
 // order of effects on both sides); returns the two transcripts.
 std::pair<std::string, std::string> RunAs(const Actor& a, const std::string& pool, const std::string& kroot,
                                           const std::string& proot, bool switch_ids) {
-  int fds[2];
-  if (::pipe(fds) != 0) return {"pipe failed", ""};
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::close(fds[0]);
-    std::string k, p;
-    // Mount as root (the pool file is root's), then become the user.
-    mapfs_t* fs = mapfs_mount(pool.c_str(), nullptr);
-    if (fs == nullptr) {
-      k = std::string("child mount failed: ") + mapfs_last_error();
-    } else if (switch_ids && !SwitchTo(a)) {
-      k = std::string("switching ids failed: ") + strerror(errno);
-    } else {
-      mapfs_refresh_credentials();
-      Kernel ks(kroot);
-      Pool ps(fs, proot);
-      k = RunOps(ks);
-      p = RunOps(ps);
-    }
-    std::string msg = k + '\0' + p;
-    size_t off = 0;
-    while (off < msg.size()) {
-      ssize_t n = ::write(fds[1], msg.data() + off, msg.size() - off);
-      if (n <= 0) break;
-      off += static_cast<size_t>(n);
-    }
-    if (fs != nullptr) mapfs_unmount(fs);
-    ::_exit(0);
-  }
-  ::close(fds[1]);
-  std::string all;
-  char buf[4096];
-  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) all.append(buf, static_cast<size_t>(n));
-  ::close(fds[0]);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  size_t z = all.find('\0');
-  if (z == std::string::npos) return {"child died: " + all, ""};
-  return {all.substr(0, z), all.substr(z + 1)};
+  return TranscriptsFromChild(
+      [&]() -> std::pair<std::string, std::string> {
+        // Mount as root (the pool file is root's), then become the user.
+        mapfs_t* fs = mapfs_mount(pool.c_str(), nullptr);
+        if (fs == nullptr) return {std::string("child mount failed: ") + mapfs_last_error(), ""};
+        std::pair<std::string, std::string> r;
+        if (switch_ids && !SwitchTo(a)) {
+          r.first = std::string("switching ids failed: ") + strerror(errno);
+        } else {
+          mapfs_refresh_credentials();
+          Kernel ks(kroot);
+          Pool ps(fs, proot);
+          r.first = RunOps(ks);
+          r.second = RunOps(ps);
+        }
+        mapfs_unmount(fs);
+        return r;
+      },
+      /*clean_exit=*/false);
 }
 
 class PermMatrix : public ::testing::Test {
