@@ -72,6 +72,27 @@ class ScratchDir {
   std::string path_;
 };
 
+// Sets `parent` to the backing directory of case `kind`: /dev/shm for
+// "tmpfs", the loop-mounted ext4 for "ext4". When ext4 cannot be had it
+// leaves `parent` empty and skips the test (not root) or fails it (root:
+// loop devices should work).
+inline void BackingDir(const std::string& kind, std::string* parent) {
+  parent->clear();
+  if (kind != "ext4") {
+    *parent = "/dev/shm";
+    return;
+  }
+  std::string why;
+  const std::string& mnt = Ext4Mount(&why);
+  if (!mnt.empty()) {
+    *parent = mnt;
+  } else if (geteuid() != 0) {
+    GTEST_SKIP() << "ext4 case skipped: " << why;
+  } else {
+    FAIL() << "ext4 case cannot run: " << why;
+  }
+}
+
 // The matrix the split engine's suites run on: each backing directory
 // (tmpfs, ext4) in each mode, as test names like "ext4_strict".
 using DirAndMode = std::tuple<std::string, overlay::Mode>;

@@ -41,15 +41,9 @@ std::vector<char> KernelRead(const std::string& path) {
 class SplitTest : public ::testing::TestWithParam<std::tuple<std::string, Mode>> {
  protected:
   void SetUp() override {
-    std::string parent = "/dev/shm";
-    if (std::get<0>(GetParam()) == "ext4") {
-      std::string why;
-      parent = test::Ext4Mount(&why);
-      if (parent.empty()) {
-        if (geteuid() != 0) GTEST_SKIP() << "ext4 case skipped: " << why;
-        FAIL() << "ext4 case cannot run: " << why;
-      }
-    }
+    std::string parent;
+    test::BackingDir(std::get<0>(GetParam()), &parent);
+    if (parent.empty()) return;  // skipped or failed
     dir_ = std::make_unique<test::ScratchDir>(parent);
     ASSERT_FALSE(dir_->path().empty());
     Reopen();
