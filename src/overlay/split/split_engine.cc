@@ -287,7 +287,9 @@ Status SplitEngine::FixStat(const char*, struct stat* sb) {
   {
     std::lock_guard<std::mutex> g(mu_);
     auto it = files_.find({sb->st_dev, sb->st_ino});
-    if (it == files_.end()) return Status::Ok();
+    // An idle file (no descriptor open, maps kept) has nothing staged and a
+    // size that may be stale: the kernel's stat is the truth for it.
+    if (it == files_.end() || it->second->refs == 0) return Status::Ok();
     st = it->second;
   }
   std::lock_guard<std::mutex> g(st->mu);
