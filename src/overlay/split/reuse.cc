@@ -40,6 +40,7 @@ void SplitEngine::Revive(FileState& st, uint64_t ksize) {
   // below ksize are ever touched.
   st.ksize = ksize;
   st.sbase = st.send = st.salign = ksize;
+  st.no_staging = false;  // a full log then need not be full now
   UnmapRegionsFrom(st, ksize);
 }
 
