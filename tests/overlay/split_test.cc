@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <string>
 #include <thread>
@@ -281,6 +282,124 @@ TEST_P(SplitTest, ThreadsAppendingThroughTwoDescriptorsInterleaveWholeRecords) {
     count[static_cast<size_t>(t)]++;
   }
   for (int c : count) EXPECT_EQ(c, kRecords);
+}
+
+// Region maps outlive the last close (split_engine.h "reuse"): a file shrunk
+// through the kernel meanwhile (another process) is read at its new size on
+// reopen, never with bytes past its end, and regrown bytes are the kernel's.
+TEST_P(SplitTest, MapsKeptAcrossCloseNeverReachPastAnotherProcesssTruncation) {
+  std::vector<char> want = Pattern(5 << 20, 11);
+  {
+    int fd = open(Path("t").c_str(), O_RDWR | O_CREAT, 0644);
+    ASSERT_EQ(write(fd, want.data(), want.size()), static_cast<ssize_t>(want.size()));
+    close(fd);
+  }
+  std::vector<char> got(want.size());
+  {
+    auto f = Open("t", O_RDWR);
+    ASSERT_TRUE(f);
+    ASSERT_EQ(*f->Pread(got.data(), got.size(), 0), want.size());  // maps every region
+    ASSERT_TRUE(f->Pwrite("x", 1, 100).ok());
+    want[100] = 'x';
+    ASSERT_TRUE(f->Close().ok());
+  }
+  // "Another process": the kernel, which the engine does not see.
+  ASSERT_EQ(truncate(Path("t").c_str(), 3000), 0);
+  struct stat sb{};
+  ASSERT_EQ(stat(Path("t").c_str(), &sb), 0);
+  ASSERT_TRUE(engine_->FixStat(Path("t").c_str(), &sb).ok());
+  EXPECT_EQ(sb.st_size, 3000);  // the closed file's kept state does not speak for it
+  {
+    auto f = Open("t", O_RDONLY);
+    ASSERT_TRUE(f);
+    EXPECT_EQ(*f->Size(), 3000u);
+    EXPECT_EQ(*f->Pread(got.data(), got.size(), 0), 3000u);
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), 3000), 0);
+    EXPECT_EQ(*f->Pread(got.data(), 4096, 4096), 0u);        // past the new end
+    EXPECT_EQ(*f->Pread(got.data(), 4096, 3 << 20), 0u);     // in a region that was mapped
+    ASSERT_TRUE(f->Close().ok());
+  }
+  // Regrown through the kernel: its new bytes, zeros in its hole.
+  auto tail = Pattern(4096, 12);
+  {
+    int fd = open(Path("t").c_str(), O_WRONLY);
+    ASSERT_EQ(pwrite(fd, tail.data(), tail.size(), (3 << 20) - 100), static_cast<ssize_t>(tail.size()));
+    close(fd);
+  }
+  auto f = Open("t", O_RDWR);
+  ASSERT_TRUE(f);
+  uint64_t size = (3 << 20) - 100 + 4096;
+  EXPECT_EQ(*f->Size(), size);
+  std::vector<char> g2(size + 10);
+  ASSERT_EQ(*f->Pread(g2.data(), g2.size(), 0), size);
+  EXPECT_EQ(std::memcmp(g2.data(), want.data(), 3000), 0);
+  for (size_t i = 3000; i < (3 << 20) - 100; i++) ASSERT_EQ(g2[i], 0) << "stale byte at " << i;
+  EXPECT_EQ(std::memcmp(g2.data() + (3 << 20) - 100, tail.data(), tail.size()), 0);
+  // And an overwrite through the kept maps reaches the kernel.
+  ASSERT_TRUE(f->Pwrite("yz", 2, size - 2).ok());
+  ASSERT_TRUE(f->Close().ok());
+  auto k = KernelRead(Path("t"));
+  ASSERT_EQ(k.size(), size);
+  EXPECT_EQ(k[size - 2], 'y');
+  EXPECT_EQ(k[size - 1], 'z');
+}
+
+bool MapsDeleted(const std::string& path) {
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);)
+    if (line.find(path) != std::string::npos && line.find("(deleted)") != std::string::npos) return true;
+  return false;
+}
+
+// A file kept mapped after its close does not hold its blocks once it is
+// removed: the next close of a mapped file lets it go.
+TEST_P(SplitTest, RemovedFileIsNotKeptMappedAfterItsLastClose) {
+  std::vector<char> data = Pattern(1 << 20, 13);
+  for (const char* n : {"gone", "other"}) {
+    int fd = open(Path(n).c_str(), O_RDWR | O_CREAT, 0644);
+    ASSERT_EQ(write(fd, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+    close(fd);
+  }
+  std::vector<char> got(4096);
+  {
+    auto f = Open("gone", O_RDONLY);
+    ASSERT_TRUE(f);
+    ASSERT_EQ(*f->Pread(got.data(), got.size(), 0), got.size());
+    ASSERT_TRUE(f->Close().ok());
+  }
+  ASSERT_EQ(unlink(Path("gone").c_str()), 0);
+  EXPECT_TRUE(MapsDeleted(Path("gone")));  // kept until the engine notices
+  auto f = Open("other", O_RDONLY);
+  ASSERT_TRUE(f);
+  ASSERT_EQ(*f->Pread(got.data(), got.size(), 0), got.size());
+  ASSERT_TRUE(f->Close().ok());
+  EXPECT_FALSE(MapsDeleted(Path("gone")));
+}
+
+// Staging files outlive the file that used them: the next file's appends,
+// holes and reads see none of the earlier file's bytes.
+TEST_P(SplitTest, ReusedStagingShowsNoBytesOfTheFileBefore) {
+  {
+    auto a = Open("first", O_WRONLY | O_CREAT);
+    ASSERT_TRUE(a);
+    std::vector<char> big(300000, 'A');
+    ASSERT_TRUE(a->Append(big.data(), big.size()).ok());
+    ASSERT_TRUE(a->Close().ok());
+  }
+  auto b = Open("second", O_RDWR | O_CREAT);
+  ASSERT_TRUE(b);
+  ASSERT_TRUE(b->Append("head", 4).ok());
+  ASSERT_TRUE(b->Pwrite("tail", 4, 200000).ok());  // a hole between
+  std::vector<char> want(200004, 0);
+  std::memcpy(want.data(), "head", 4);
+  std::memcpy(want.data() + 200000, "tail", 4);
+  std::vector<char> got(want.size() + 10);
+  ASSERT_EQ(*b->Pread(got.data(), got.size(), 0), want.size());
+  got.resize(want.size());
+  EXPECT_TRUE(got == want);
+  ASSERT_TRUE(b->Close().ok());
+  EXPECT_TRUE(KernelRead(Path("second")) == want);
+  EXPECT_EQ(KernelRead(Path("first")), std::vector<char>(300000, 'A'));
 }
 
 INSTANTIATE_TEST_SUITE_P(Fs, SplitTest, test::DirsTimesModes(), test::DirAndModeName);

@@ -24,6 +24,10 @@ struct FileState {
   ino_t ino = 0;
   std::mutex mu;
   int refs = 0;  // OverlayFiles open on it (the engine's files_ map, under its mu_)
+  // Under the engine's mu_: on its idle list (refs == 0, maps kept), and
+  // how many regions it held when it went there.
+  bool idle = false;
+  size_t idle_regions = 0;
   // The state's own descriptors of the target, reopened without O_APPEND
   // (positioned writes and relinks need that): rfd readable, wfd writable;
   // equal when an O_RDWR reopen was allowed, which alone permits writable maps.
@@ -37,6 +41,7 @@ struct FileState {
   int sfd = -1;
   char* smap = nullptr;
   uint64_t sbase = 0, salign = 0, send = 0;
+  uint64_t sfaulted = 0;  // staging bytes [0, sfaulted) faulted in writable
   // Regions of the target mapped (index -> address), most recent at the front.
   bool maps_writable = false;
   std::list<std::pair<uint64_t, char*>> lru;
@@ -48,6 +53,10 @@ struct FileState {
 
 // Unmaps every cached region (st.mu held, or the state no longer shared).
 void UnmapRegions(FileState& st);
+// Unmaps the regions wholly at or past `size` (st.mu held).
+void UnmapRegionsFrom(FileState& st, uint64_t size);
+// A file of the hidden directory: KIND-TAG-PAIR (s: staging, t: link).
+std::string Name(const char* kind, const std::string& tag, int pair);
 
 class SplitFile final : public OverlayFile {
  public:

@@ -17,13 +17,13 @@
 #include "overlay/split/relink.h"
 
 namespace mapfs::overlay::split {
-namespace {
-
 std::string Name(const char* kind, const std::string& tag, int pair) {
   char b[96];
   snprintf(b, sizeof b, "%s-%s-%d", kind, tag.c_str(), pair);
   return b;
 }
+
+namespace {
 
 std::string ProcFd(int fd) { return "/proc/self/fd/" + std::to_string(fd); }
 
@@ -31,16 +31,19 @@ std::string ProcFd(int fd) { return "/proc/self/fd/" + std::to_string(fd); }
 
 SplitEngine::~SplitEngine() {
   // OverlayFiles must be closed before their engine; what is left is
-  // released here without relinking (the process is going away).
+  // released here without relinking (the process is going away). Idle
+  // files have nothing pending.
+  bool open_files = false;
   for (auto& [k, st] : files_) {
-    UnmapRegions(*st);
+    open_files = open_files || st->refs > 0;
     DropStaging(*st, true);
-    if (st->rfd >= 0) close(st->rfd);
-    if (st->wfd >= 0 && st->wfd != st->rfd) close(st->wfd);
+    Shut(*st);
   }
+  idle_.clear();
+  DropSpares();
   // Nothing pending once every file is closed: the log goes (a crash
   // leaves it to the next OpenOverlay's recovery instead).
-  if (files_.empty() && dir_fd_ >= 0 && !log_.tag().empty()) unlinkat(dir_fd_, ("log-" + log_.tag()).c_str(), 0);
+  if (!open_files && dir_fd_ >= 0 && !log_.tag().empty()) unlinkat(dir_fd_, ("log-" + log_.tag()).c_str(), 0);
   if (dir_fd_ >= 0) close(dir_fd_);
   if (root_fd_ >= 0) close(root_fd_);
 }
@@ -58,16 +61,16 @@ Result<std::unique_ptr<SplitEngine>> SplitEngine::Open(const Options& o) {
   MAPFS_RETURN_IF_ERROR(e->Recover());
   MAPFS_RETURN_IF_ERROR(e->log_.Create(e->dir_fd_));
   MAPFS_LOG("overlay %s: split engine on %s, relink by %s%s%s; recovery: %d dead logs, %d relinks finished, %d lost\n",
-            o.dir.c_str(), e->fs_name_, ToString(e->method_), e->method_note_.empty() ? "" : " ",
+            o.dir.c_str(), e->fs_name_, ToString(e->method_.load()), e->method_note_.empty() ? "" : " ",
             e->method_note_.c_str(), e->recovery_.logs, e->recovery_.redone, e->recovery_.lost);
   return e;
 }
 
 void SplitEngine::RefusedMethod() {
-  std::lock_guard<std::mutex> g(mu_);
-  if (method_ == RelinkMethod::kCopy) return;
-  MAPFS_LOG("overlay %s: %s refused by the file system, relinking by copy\n", opt_.dir.c_str(), ToString(method_));
-  method_ = RelinkMethod::kCopy;
+  // Called under a FileState's mu: not mu_ (Release nests them the other way).
+  RelinkMethod was = method_.exchange(RelinkMethod::kCopy);
+  if (was == RelinkMethod::kCopy) return;
+  MAPFS_LOG("overlay %s: %s refused by the file system, relinking by copy\n", opt_.dir.c_str(), ToString(was));
 }
 
 Status SplitEngine::Recover() {
@@ -157,6 +160,7 @@ Result<std::unique_ptr<OverlayFile>> SplitEngine::Adopt(int fd, int flags) {
     return Status::Error(S_ISREG(sb.st_mode) ? e : EINVAL, "overlay: adopt: not a regular file");
   }
   std::shared_ptr<FileState> st;
+  bool revive = false;  // no file had it open: its cached size may be stale
   {
     std::lock_guard<std::mutex> g(mu_);
     auto& slot = files_[{sb.st_dev, sb.st_ino}];
@@ -166,6 +170,9 @@ Result<std::unique_ptr<OverlayFile>> SplitEngine::Adopt(int fd, int flags) {
       slot->ino = sb.st_ino;
       slot->ksize = static_cast<uint64_t>(sb.st_size);
       slot->block = sb.st_blksize > 0 ? static_cast<uint64_t>(sb.st_blksize) : 4096;
+    } else if (slot->refs == 0) {
+      revive = true;
+      Unidle(*slot);
     }
     slot->refs++;
     st = slot;
@@ -174,6 +181,7 @@ Result<std::unique_ptr<OverlayFile>> SplitEngine::Adopt(int fd, int flags) {
   int reopen_errno = 0;
   {
     std::lock_guard<std::mutex> g(st->mu);
+    if (revive) Revive(*st, static_cast<uint64_t>(sb.st_size));
     // The state's own descriptors, without O_APPEND: O_RDWR when the
     // permissions allow (writable maps), else what this open was allowed.
     int acc = flags & O_ACCMODE;
@@ -205,20 +213,6 @@ Result<std::unique_ptr<OverlayFile>> SplitEngine::Adopt(int fd, int flags) {
   return std::unique_ptr<OverlayFile>(std::move(f));
 }
 
-void SplitEngine::Release(const std::shared_ptr<FileState>& st) {
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    if (--st->refs > 0) return;
-    files_.erase({st->dev, st->ino});
-  }
-  std::lock_guard<std::mutex> g(st->mu);
-  UnmapRegions(*st);
-  DropStaging(*st, true);
-  if (st->rfd >= 0) close(st->rfd);
-  if (st->wfd >= 0 && st->wfd != st->rfd) close(st->wfd);
-  st->rfd = st->wfd = -1;
-}
-
 Status SplitEngine::EnsureStaging(FileState& st, int some_fd) {
   if (st.sfd >= 0) return Status::Ok();
   if (st.no_staging) return Status::Error(ENOSPC, "overlay: no staging for this file");
@@ -240,6 +234,7 @@ Status SplitEngine::EnsureStaging(FileState& st, int some_fd) {
     }
     st.linked = true;
   }
+  if (TakeSpare(st)) return Status::Ok();
   std::string sname = Name("s", log_.tag(), st.pair);
   int fd = openat(dir_fd_, sname.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return Status::FromErrno("overlay: staging file");
@@ -259,10 +254,16 @@ Status SplitEngine::EnsureStaging(FileState& st, int some_fd) {
   }
   st.sfd = fd;
   st.smap = static_cast<char*>(p);
+  st.sfaulted = 0;
   return Status::Ok();
 }
 
 void SplitEngine::DropStaging(FileState& st, bool all) {
+  // The file's last close: its staging file may serve the next file.
+  if (all && st.sfd >= 0 && st.pair >= 0 && ParkSpare(st)) {
+    st.sfd = -1;
+    st.smap = nullptr;
+  }
   if (st.smap != nullptr) munmap(st.smap, kStagingBytes);
   st.smap = nullptr;
   if (st.sfd >= 0) {
@@ -270,6 +271,7 @@ void SplitEngine::DropStaging(FileState& st, bool all) {
     unlinkat(dir_fd_, Name("s", log_.tag(), st.pair).c_str(), 0);
   }
   st.sfd = -1;
+  st.sfaulted = 0;
   if (!all || st.pair < 0) return;
   if (st.linked) unlinkat(dir_fd_, Name("t", log_.tag(), st.pair).c_str(), 0);
   st.linked = false;
@@ -285,7 +287,9 @@ Status SplitEngine::FixStat(const char*, struct stat* sb) {
   {
     std::lock_guard<std::mutex> g(mu_);
     auto it = files_.find({sb->st_dev, sb->st_ino});
-    if (it == files_.end()) return Status::Ok();
+    // An idle file (no descriptor open, maps kept) has nothing staged and a
+    // size that may be stale: the kernel's stat is the truth for it.
+    if (it == files_.end() || it->second->refs == 0) return Status::Ok();
     st = it->second;
   }
   std::lock_guard<std::mutex> g(st->mu);

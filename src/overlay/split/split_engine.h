@@ -16,6 +16,21 @@
 //     extent moves and clones);
 //   - the content is the target's first ksize bytes followed by the staged
 //     bytes; its size is send when anything is staged, else ksize.
+// Reuse across opens (reuse.cc), as SplitFS keeps its mappings per inode:
+//   - a file's state outlives its last close while it holds region maps
+//     ("idle": refs == 0, nothing staged, its descriptors and maps kept), at
+//     most kMaxIdleFiles files and kMaxIdleRegions regions in all, least
+//     recently closed dropped first. Reopening it (same st_dev, st_ino)
+//     takes the kernel's size afresh (regions wholly past it are unmapped),
+//     so a map kept across close never reaches past a truncation another
+//     process made meanwhile. An idle file whose last name is gone (unlink,
+//     rename over it) is dropped at the next close that parks a file, so its
+//     blocks are not held long; every idle file goes with the engine.
+//   - a staging file outlives the file that used it ("spare", at most
+//     kSpareStaging, kept mapped under its name s-TAG-PAIR with its pages
+//     faulted in writable): the next file given that pair writes into
+//     resident pages instead of faulting each one. Its pair's newest log
+//     entry is a done (or none, posix), so recovery ignores its content.
 // Not covered: another process changing the file's size through the kernel
 // while this one has it open (its cached size goes stale; a shrink can make
 // a read through a map fault).
@@ -23,7 +38,9 @@
 
 #include <sys/stat.h>
 
+#include <atomic>
 #include <cstdint>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -39,6 +56,13 @@ constexpr uint64_t kRegionBytes = 2 << 20;
 constexpr size_t kMaxRegions = 64;
 constexpr uint64_t kStagingBytes = 8 << 20;
 constexpr const char* kHiddenDir = ".mapfs-overlay";
+constexpr size_t kMaxIdleFiles = 8;
+constexpr size_t kMaxIdleRegions = 64;
+constexpr uint32_t kSpareStaging = 4;
+// Staging pages are faulted in writable ahead of the writes, doubling up to
+// this much past the last byte written (one madvise per step, not a fault
+// per page).
+constexpr uint64_t kPrefaultAhead = 1 << 20;
 
 struct FileState;
 class SplitEngine;
@@ -59,13 +83,14 @@ class SplitEngine final : public Engine {
   Status FixStat(const char* path, struct stat* st) override;
   Status FixStatFd(int fd, struct stat* st) override;
 
-  RelinkMethod method() const { return method_; }
+  RelinkMethod method() const { return method_.load(std::memory_order_relaxed); }
   const char* fs_name() const { return fs_name_; }
   const std::string& method_note() const { return method_note_; }
   const RecoveryReport& recovery() const { return recovery_; }
   Mode mode() const { return opt_.mode; }
 
   // Internal to the engine's files.
+  // The last close of a file: its state goes idle (maps kept) or away.
   void Release(const std::shared_ptr<FileState>& st);
   Status EnsureStaging(FileState& st, int some_fd);
   // Closes and removes the staging file; with `all`, also the link to the
@@ -82,16 +107,37 @@ class SplitEngine final : public Engine {
   // *held: the log's descriptor, locked, when it was a dead one (the caller
   // closes it after removing its files).
   Result<bool> RecoverLogFile(const std::string& name, int* held);
+  // reuse.cc: the idle files and spare staging files.
+  // A state that had no open file gets the kernel's size `ksize` (st.mu held).
+  void Revive(FileState& st, uint64_t ksize);
+  // Takes `st` off the idle list (mu_ held, st.refs was 0).
+  void Unidle(FileState& st);
+  // Unmaps and closes everything of a state no file has open (st.mu held).
+  static void Shut(FileState& st);
+  // Drops idle files whose last name is gone (mu_ not held).
+  void SweepUnlinked();
+  bool TakeSpare(FileState& st);
+  bool ParkSpare(FileState& st);
+  void DropSpares();
 
   Options opt_;
   int root_fd_ = -1, dir_fd_ = -1;
-  RelinkMethod method_ = RelinkMethod::kCopy;
+  std::atomic<RelinkMethod> method_{RelinkMethod::kCopy};
   const char* fs_name_ = "other";
   std::string method_note_;  // why a cheaper method was not taken
   RecoveryReport recovery_;
   OpLog log_;
   std::mutex mu_;  // files_
   std::map<std::pair<dev_t, ino_t>, std::shared_ptr<FileState>> files_;
+  std::list<std::shared_ptr<FileState>> idle_;  // under mu_, most recently closed first
+  size_t idle_regions_ = 0;                     // under mu_: regions the idle files hold
+  struct Spare {
+    int fd = -1;
+    char* map = nullptr;
+    uint64_t faulted = 0;
+  };
+  std::mutex spare_mu_;  // taken under a FileState's mu, never the other way
+  Spare spares_[kSpareStaging];
 };
 
 }  // namespace mapfs::overlay::split
