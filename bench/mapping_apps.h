@@ -9,8 +9,9 @@
 //     (every phase but the E pair without --quick).
 // Rows: workload "4.8-fileserver" / "4.8-webproxy" / "4.8-ycsb-PHASE", fs
 // "mapfs" (C API), "mapfs-preload" (shim) or "tmpfs", mode the design
-// ("-" for tmpfs), ops and wall ns per repeat, cpu_ns (process CPU time;
-// the driver's for YCSB is not measured).
+// ("-" for tmpfs), ops and wall ns per repeat, cpu_ns (the median process
+// CPU time, all threads: this process's for filebench, the driver's per
+// phase for YCSB; JSON cpu_ns_per_op).
 #pragma once
 
 #include <cstdint>
