@@ -300,6 +300,8 @@ def mapping_markdown(doc):
     """The mapping study: ns per design, and each against contiguous files."""
     rows = [r for r in doc["results"] if not r["workload"].startswith("4.8-")]
     apps = [r for r in doc["results"] if r["workload"].startswith("4.8-")]
+    if not rows:  # `--apps only`
+        return mapping_apps_markdown(apps)
     designs = sorted({design_of(r) for r in rows}, key=design_order)
     lines = {}
     for r in rows:
