@@ -20,6 +20,27 @@ FS = {"floor", "tmpfs", "ext4", "mapfs", "mapfs-preload", "mapfs-fuse"}
 # the kernel there.
 OVERLAY_FS = {"tmpfs", "ext4", "xfs", "split", "virtual", "split-preload", "virtual-preload", "mapfs"}
 OVERLAY_DIRS = {"tmpfs", "ext4", "xfs"}
+# `mapfs bench mapping`: each mapfs row names its file-mapping design in
+# `mode`; the §4.8 application rows ("4.8-...") have tmpfs and contiguous
+# files beside the block-mapped designs.
+MAPPING_DESIGNS = {"contiguous", "hashfs", "cuckoo", "extent", "radix"}
+
+
+def check_mapping(rows, where):
+    for i, r in enumerate(rows):
+        if r["fs"] != "tmpfs" and r["mode"] not in MAPPING_DESIGNS:
+            return f"{where}: row {i} design (mode) '{r['mode']}'"
+        if r["workload"].startswith("4.8-"):
+            if r["fs"] not in ("tmpfs", "mapfs-preload" if "ycsb" in r["workload"] else "mapfs"):
+                return f"{where}: row {i} {r['workload']} on fs '{r['fs']}'"
+            if r["ops"] <= 0 or r["ns_per_op"] <= 0:
+                return f"{where}: row {i} {r['workload']} without operations"
+    for w, t in {(r["workload"], r["threads"]) for r in rows if r["workload"].startswith("4.8-")}:
+        have = {"tmpfs" if r["fs"] == "tmpfs" else r["mode"] for r in rows
+                if r["workload"] == w and r["threads"] == t}
+        if not {"tmpfs", "contiguous"} <= have:
+            return f"{where}: {w} ({t} threads) has no tmpfs or contiguous row beside {sorted(have)}"
+    return None
 
 
 def check_suite(doc, where):
@@ -56,6 +77,8 @@ def check_suite(doc, where):
                 return f"{where}: no kernel rows on {d}"
         if not fss & {"split", "split-preload"} or "virtual" not in fss:
             return f"{where}: no engine rows"
+    if doc["suite"] == "mapping":
+        return check_mapping(rows, where)
     return None
 
 

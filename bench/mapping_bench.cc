@@ -26,6 +26,7 @@
 #include "common/units.h"
 #include "fs/file_system.h"
 #include "map/hash.h"
+#include "mapping_apps.h"
 #include "mapping_target.h"
 
 namespace mapfs::bench {
@@ -317,7 +318,8 @@ int RunMappingBench(const MappingBenchOptions& opt) {
               MachineDescription().c_str());
   std::printf("median of %d; ns (cycles) per block looked up / per operation; 4.6 by CPU clock\n", repeat);
   std::fflush(stdout);
-  if (!s.Run(repeat)) {
+  const bool study = opt.apps != "only";
+  if (study && !s.Run(repeat)) {
     ::unlink(s.path.c_str());
     return 1;
   }
@@ -370,12 +372,19 @@ int RunMappingBench(const MappingBenchOptions& opt) {
     rows.push_back(row);
   }
   flush_table();
-  std::printf("\nlayout score measured from the file's mapping (median):");
-  for (auto& [k, v] : s.scores) {
-    if (v.empty() || v[0] < 0) continue;
-    std::printf("  %s: %.3f", k.c_str(), SpreadOf(v).median);
+  if (study) {
+    std::printf("\nlayout score measured from the file's mapping (median):");
+    for (auto& [k, v] : s.scores) {
+      if (v.empty() || v[0] < 0) continue;
+      std::printf("  %s: %.3f", k.c_str(), SpreadOf(v).median);
+    }
+    std::printf("\n");
   }
-  std::printf("\n");
+  if (opt.apps != "no") {
+    MappingAppsOptions ao;
+    ao.dir = opt.dir, ao.quick = opt.quick, ao.repeat = repeat, ao.records = opt.records, ao.loops = opt.ops;
+    if (!RunMappingApps(ao, &rows)) return 1;
+  }
   if (!opt.json.empty() && !WriteJson(opt.json, "mapping", rows)) {
     std::fprintf(stderr, "mapfs bench mapping: cannot write %s\n", opt.json.c_str());
     return 1;

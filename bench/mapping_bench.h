@@ -9,8 +9,9 @@
 //   4.5 utilisation 80 % / 95 %;
 //   4.6 1, 2 and 4 threads (CPU clock per operation);
 //   4.7 lookups with and without the cursor / translation cache;
-//   space: bytes of mapping per GiB of data; truncation.
-// 4.8 (application workloads) is not part of it (docs/MAPPING.md).
+//   space: bytes of mapping per GiB of data; truncation;
+//   4.8 application workloads: filebench's fileserver and webproxy, YCSB
+//       on LevelDB through the shim (mapping_apps.h), with tmpfs beside.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +27,10 @@ struct MappingBenchOptions {
   uint64_t size = 0;             // the large file; 0 = default (quick 16 MiB, else 256 MiB)
   double layout = 0.85;          // layout score of every experiment but 4.2
   double util = 0.7;             // utilisation of every experiment but 4.5
+  // 4.8: "yes" (after 4.1-4.7), "no" (4.1-4.7 alone), "only" (4.8 alone).
+  std::string apps = "yes";
+  uint64_t records = 0;          // 4.8 YCSB records; 0 = default (mapping_apps.h)
+  uint64_t ops = 0;              // 4.8 filebench loops per thread; 0 = default
 };
 
 int RunMappingBench(const MappingBenchOptions& opt);

@@ -13,9 +13,10 @@ Reads JSON written by any suite's --json, or by `mapfs bench all --json`
   pswap.png        pswap against copying twice: microseconds against pages,
                    log-log, per mapping page size
   mapping.png      `mapfs bench mapping` (the HashFS §4 study): one panel per
-                   experiment (4.1 ... 4.7, space), a bar per file-mapping
+                   experiment (4.1 ... 4.8, space), a bar per file-mapping
                    design (contiguous files first) for every metric and
-                   parameter, ns on a log axis (space: bytes per GiB)
+                   parameter, ns on a log axis (space: bytes per GiB; 4.8:
+                   throughput against contiguous files, tmpfs beside)
   overlay.png      per-operation speed relative to the kernel on the same
   overlay-shared.png  directory (x_kernel), one panel per directory (tmpfs,
                    ext4, xfs): micro, meta and YCSB; then MadFS Figs. 8-9
@@ -189,16 +190,21 @@ def pswap_curve(rows, out):
     return path
 
 
-MAPPING_DESIGNS = ["contiguous", "hashfs", "cuckoo", "extent", "radix"]
+MAPPING_DESIGNS = ["contiguous", "hashfs", "cuckoo", "extent", "radix", "tmpfs"]
 
 
 def design_order(d):
     return (MAPPING_DESIGNS.index(d) if d in MAPPING_DESIGNS else len(MAPPING_DESIGNS), d)
 
 
+def design_of(r):
+    """A mapping row's design: its mode on mapfs, "tmpfs" for the kernel rows of §4.8."""
+    return "tmpfs" if r["fs"] == "tmpfs" else r["mode"]
+
+
 def mapping_charts(rows, out):
     """The mapping study: a panel per experiment, bars per design."""
-    designs = sorted({r["mode"] for r in rows}, key=design_order)
+    designs = sorted({design_of(r) for r in rows}, key=design_order)
     exps = []
     for r in rows:
         e = r["workload"].split("-", 1)[0]
@@ -215,23 +221,38 @@ def mapping_charts(rows, out):
             g = (r["workload"].split("-", 1)[1], r.get("threads") or r.get("pages") or 0)
             if g not in groups:
                 groups.append(g)
-        width = 0.8 / max(1, len(designs))
-        for j, d in enumerate(designs):
+        ds = [d for d in designs if any(design_of(r) == d for r in er)]  # tmpfs in §4.8 only
+        width = 0.8 / max(1, len(ds))
+
+        def cell(d, g):
+            v = [r for r in er if design_of(r) == d and r["workload"].split("-", 1)[1] == g[0]
+                 and (r.get("threads") or r.get("pages") or 0) == g[1]]
+            return v[0] if v else None
+
+        for j, d in enumerate(ds):
             vals = []
             for g in groups:
-                v = [r for r in er if r["mode"] == d and r["workload"].split("-", 1)[1] == g[0]
-                     and (r.get("threads") or r.get("pages") or 0) == g[1]]
-                vals.append((v[0]["entries"] if e == "space" else v[0]["ns_per_op"]) if v else 0)
+                r, base = cell(d, g), cell("contiguous", g)
+                if r is None:
+                    vals.append(0)
+                elif e == "space":
+                    vals.append(r["entries"])
+                elif e == "4.8":  # throughput against contiguous files, as the paper's Figs. 12-13
+                    vals.append(base["ns_per_op"] / r["ns_per_op"] if base and r["ns_per_op"] > 0 else 0)
+                else:
+                    vals.append(r["ns_per_op"])
             ax.bar([k + j * width for k in range(len(groups))], vals, width, label=d)
         ax.set_xticks([k + 0.4 - width / 2 for k in range(len(groups))])
         ax.set_xticklabels([f"{m}\n{p}" if p else m for m, p in groups], fontsize=7)
-        ax.set_yscale("linear" if e == "space" else "log")
-        ax.set_ylabel("bytes of mapping per GiB" if e == "space" else "ns (median)")
+        ax.set_yscale("linear" if e in ("space", "4.8") else "log")
+        ax.set_ylabel({"space": "bytes of mapping per GiB", "4.8": "throughput / contiguous files (higher is faster)"}
+                      .get(e, "ns (median)"))
         ax.set_title(f"§{e}" if e[0].isdigit() else e, fontsize=9)
         ax.legend(fontsize=7)
     for i in range(len(exps), nrows * cols):
         axes[i // cols][i % cols].axis("off")
-    fig.suptitle("mapfs bench mapping: file mapping per design (HashFS paper §4); lower is faster", fontsize=10)
+    fig.suptitle("mapfs bench mapping: file mapping per design (HashFS paper §4); lower is faster but §4.8",
+                 fontsize=10)
     fig.tight_layout()
     path = os.path.join(out, "mapping.png")
     fig.savefig(path, dpi=80)
@@ -277,12 +298,15 @@ def markdown(doc):
 
 def mapping_markdown(doc):
     """The mapping study: ns per design, and each against contiguous files."""
-    rows = doc["results"]
-    designs = sorted({r["mode"] for r in rows}, key=design_order)
+    rows = [r for r in doc["results"] if not r["workload"].startswith("4.8-")]
+    apps = [r for r in doc["results"] if r["workload"].startswith("4.8-")]
+    if not rows:  # `--apps only`
+        return mapping_apps_markdown(apps)
+    designs = sorted({design_of(r) for r in rows}, key=design_order)
     lines = {}
     for r in rows:
         n = r.get("threads") or r.get("pages") or ""
-        lines.setdefault((r["workload"], n), {})[r["mode"]] = r
+        lines.setdefault((r["workload"], n), {})[design_of(r)] = r
     out = ["**mapping** (median ns per block looked up / per operation; (x) = time relative to contiguous "
            "files, > 1 is slower; space: bytes of mapping per GiB)", "",
            "| workload | n | " + " | ".join(designs) + " |", "|" + "---|" * (len(designs) + 2)]
@@ -300,6 +324,31 @@ def mapping_markdown(doc):
                 if base and d != "contiguous" and base["ns_per_op"] > 0:
                     c += f" ({r['ns_per_op'] / base['ns_per_op']:.1f}x)"
                 cells.append(c)
+        out.append(f"| {w} | {n} | " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n" + (mapping_apps_markdown(apps) if apps else "")
+
+
+def mapping_apps_markdown(rows):
+    """§4.8: operations per second per design and tmpfs, throughput against contiguous files."""
+    designs = sorted({design_of(r) for r in rows}, key=design_order)
+    lines = {}
+    for r in rows:
+        lines.setdefault((r["workload"][4:], r.get("threads") or 1), {})[design_of(r)] = r
+    out = ["", "**mapping §4.8** (operations per second, median; (x) = throughput relative to contiguous files, "
+           "> 1 is faster; YCSB through the shim)", "",
+           "| workload | threads | " + " | ".join(designs) + " |", "|" + "---|" * (len(designs) + 2)]
+    for (w, n), by in lines.items():
+        base = by.get("contiguous")
+        cells = []
+        for d in designs:
+            r = by.get(d)
+            if r is None or r["ns_per_op"] <= 0:
+                cells.append("")
+                continue
+            c = f"{1e9 / r['ns_per_op']:,.0f}"
+            if base and d != "contiguous" and base["ns_per_op"] > 0:
+                c += f" ({base['ns_per_op'] / r['ns_per_op']:.2f}x)"
+            cells.append(c)
         out.append(f"| {w} | {n} | " + " | ".join(cells) + " |")
     return "\n".join(out) + "\n"
 

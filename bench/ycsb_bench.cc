@@ -17,15 +17,18 @@
 #include "mapfs/mapfs.h"
 
 namespace mapfs::bench {
-bool RunYcsbDriver(const std::string& cmd, std::map<std::string, std::pair<uint64_t, double>>* out) {
+bool RunYcsbDriver(const std::string& cmd, std::map<std::string, std::pair<uint64_t, double>>* out,
+                   std::map<std::string, double>* cpu) {
   FILE* p = ::popen(cmd.c_str(), "r");
   if (p == nullptr) return false;
   char line[256];
   while (std::fgets(line, sizeof line, p)) {
     char ph[32];
     unsigned long long ops = 0;
-    long long ns = 0;
-    if (std::sscanf(line, "%31s %llu %lld", ph, &ops, &ns) == 3) (*out)[ph] = {ops, static_cast<double>(ns)};
+    long long ns = 0, cpu_ns = 0;
+    const int n = std::sscanf(line, "%31s %llu %lld %lld", ph, &ops, &ns, &cpu_ns);
+    if (n >= 3) (*out)[ph] = {ops, static_cast<double>(ns)};
+    if (n == 4 && cpu != nullptr) (*cpu)[ph] = static_cast<double>(cpu_ns);
   }
   return ::pclose(p) == 0;
 }

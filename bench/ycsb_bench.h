@@ -26,8 +26,10 @@ int RunYcsbBench(const YcsbBenchOptions& o);
 // The driver's phases, in the order it runs them (the rows' workloads).
 inline const char* const kYcsbPhases[] = {"load-a", "run-a", "run-b", "run-c", "run-f", "run-d", "load-e", "run-e"};
 // Runs `cmd` (a shell command line ending in `mapfs-ycsb DB RECORDS OPS`)
-// and parses its "PHASE OPS NS" lines into per-phase (ops, ns); false if
-// it exited non-zero. The overlay suite reuses it.
-bool RunYcsbDriver(const std::string& cmd, std::map<std::string, std::pair<uint64_t, double>>* out);
+// and parses its "PHASE OPS NS CPU-NS" lines into per-phase (ops, ns) and,
+// when `cpu` is given, per-phase CPU ns; false if it exited non-zero. The
+// overlay and mapping suites reuse it.
+bool RunYcsbDriver(const std::string& cmd, std::map<std::string, std::pair<uint64_t, double>>* out,
+                   std::map<std::string, double>* cpu = nullptr);
 
 }  // namespace mapfs::bench

@@ -41,7 +41,9 @@ const char* const kUsage =
     "  rocksdb      [--ops KEYS]                       (db_bench, tmpfs/ext4 vs the shim)\n"
     "  sqlite       [--ops TRANSACTIONS] [--journal wal,rollback]  (TPC-C-like mix, tmpfs/ext4 vs the shim)\n"
     "  fio          [--ops IOS]                        (psync 4 KiB random 50 % read/write)\n"
-    "  mapping      [--size BYTES] [--layout-score S] [--util U]  (file mapping, every design: HashFS paper §4.1-4.7)\n"
+    "  mapping      [--size BYTES] [--layout-score S] [--util U] [--apps yes|no|only] [--records N] [--ops N]\n"
+    "               (file mapping, every design: HashFS paper §4.1-4.8; --apps: the 4.8 application workloads,\n"
+    "               --records its YCSB records, --ops its filebench loops per thread)\n"
     "  overlay      [--size BYTES] [--ops N] [--threads 1,2,4] [--records N] [--mode posix,sync]\n"
     "               (kernel vs the split and virtual engines on tmpfs, ext4, XFS; SplitFS, MadFS)\n"
     "  all          every suite above, one JSON with all of them (--json)\n"
@@ -195,7 +197,7 @@ int MicroOrMeta(const Parsed& p, const std::vector<std::string>& args, bench::Fs
 
 int Bench(const std::vector<std::string>& args) {
   Parsed p = Parse(args, {"--json", "--repeat", "--pool", "--max-pages", "--size", "--ops", "--mode", "--dir",
-                          "--records", "--threads", "--entries", "--out", "--journal", "--page", "--layout-score", "--util",
+                          "--records", "--threads", "--entries", "--out", "--journal", "--page", "--layout-score", "--util", "--apps",
                           "--serve", "--conc-bytes"},
                    {"--quick", "--no-preload", "--large", "--fuse"});
   std::string suite = p.pos.empty() ? "" : p.pos[0];
@@ -227,6 +229,13 @@ int Bench(const std::vector<std::string>& args) {
   if (suite == "mapping") {
     bench::MappingBenchOptions mo;
     mo.dir = dir, mo.json = json, mo.quick = quick, mo.repeat = static_cast<int>(repeat);
+    mo.ops = ops;
+    if (!Positive(p, "--records", 10, &mo.records)) return 2;
+    if (p.Has("--apps")) {
+      mo.apps = *p.Get("--apps");
+      if (mo.apps != "yes" && mo.apps != "no" && mo.apps != "only")
+        return std::fprintf(stderr, "mapfs bench: --apps must be yes, no or only\n"), 2;
+    }
     if (p.Has("--size")) {
       auto n = ParseSize(*p.Get("--size"));
       if (!n.ok()) return std::fprintf(stderr, "mapfs bench: bad --size\n"), 2;
