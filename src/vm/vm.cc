@@ -90,18 +90,6 @@ Vm::~Vm() {
 
 // ---------------------------------------------------------------- PPT access
 
-// A present entry of `level` must point into the data area, aligned to what
-// it maps (a table page, a 2 MiB chunk or a page) and wholly inside the
-// pool: damage must never send a mapping, a table walk or a free elsewhere.
-bool Vm::EntryValid(uint64_t e, int level) const {
-  bool leaf = ppt::IsLeaf(e);
-  if (leaf ? level > 1 : level < 1) return false;
-  uint64_t span = leaf ? ppt::Reach(level) : kPageSize;
-  uint64_t t = ppt::Target(e);
-  uint64_t end = pages_end_;
-  return t >= meta_end_ && t <= end && span <= end - t && IsAligned(t, span);
-}
-
 Status Vm::Damaged(uint64_t voff) const {
   return Status::Error(EUCLEAN, "page table entry for virtual offset " + std::to_string(voff) +
                                     " is damaged (run mapfs fsck --repair)");

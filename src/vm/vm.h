@@ -37,6 +37,7 @@
 #include "common/status.h"
 #include "common/units.h"
 #include "vm/page_alloc.h"
+#include "vm/ppt_format.h"
 
 namespace mapfs::medium {
 class Pool;
@@ -242,7 +243,17 @@ class Vm {
   // Maps what the PPT maps in `chunk`; false if an entry was damaged
   // (EntryValid), which stays unmapped. Needs map_mu_.
   bool MapChunk(uint64_t chunk);
-  bool EntryValid(uint64_t e, int level) const;
+  // A present entry of `level` must point into the data area, aligned to
+  // what it maps (a table page, a 2 MiB chunk or a page) and wholly inside
+  // the pool: damage must never send a mapping, a table walk or a free
+  // elsewhere. Inline: every step of every PPT walk (Translate) checks it.
+  bool EntryValid(uint64_t e, int level) const {
+    const bool leaf = ppt::IsLeaf(e);
+    if (leaf ? level > 1 : level < 1) return false;
+    const uint64_t span = leaf ? ppt::Reach(level) : kPageSize;
+    const uint64_t t = ppt::Target(e);
+    return t >= meta_end_ && t <= pages_end_ && span <= pages_end_ - t && IsAligned(t, span);
+  }
   Status Damaged(uint64_t voff) const;
   void InvalidateLocal(uint64_t voff, uint64_t len);  // takes map_mu_
   void DropLocal(uint64_t voff, uint64_t len);        // needs map_mu_; chunk aligned
