@@ -124,9 +124,11 @@ class Dir {
   // A virtual offset that may name one of this directory's partitions:
   // every one was written whole at creation, so its page is backed (a
   // damaged reference to an unbacked page must fail, not fault).
+  // Vm::Readable answers from the chunk this process mapped whole when it
+  // can, and walks the PPT otherwise.
   bool Plausible(uint64_t voff) const {
     return voff != 0 && voff % f::kPartSize == 0 && voff <= env_.vm->size() - f::kPartSize &&
-           env_.vm->Backed(voff, f::kPartSize);
+           env_.vm->Readable(voff, f::kPartSize);
   }
   Status Damaged(uint64_t voff, const std::string& what) const;
 

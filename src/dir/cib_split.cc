@@ -31,7 +31,9 @@
 // transaction records all its words again, after them).
 #include <algorithm>
 #include <climits>
+#include <iterator>
 #include <memory>
+#include <utility>
 
 #include "dir/cib_internal.h"
 #include "medium/persist.h"
@@ -132,16 +134,28 @@ Status Dir::Split(const Path& path, uint64_t h_new, int need_new, meta::MetaTx* 
   //    When none has room (one hash value fills the block), b isolates the
   //    new entry's hash value, so that a later round can give it an
   //    overflow block.
+  //    The slots below a candidate come from prefix sums over the heads in
+  //    hash order (a binary search per candidate), not from a pass over
+  //    every head per candidate: that pass was most of a split's cost.
   std::vector<uint64_t> vals{h_new};
   for (const Head& hd : heads) vals.push_back(hd.img.hash);
   std::sort(vals.begin(), vals.end());
   vals.erase(std::unique(vals.begin(), vals.end()), vals.end());
+  std::vector<std::pair<uint64_t, int>> by_hash;  // (hash, usage), then prefix sums of usage
+  by_hash.reserve(heads.size());
+  for (const Head& hd : heads) by_hash.push_back({hd.img.hash, hd.usage});
+  std::sort(by_hash.begin(), by_hash.end());
+  int total = 0;
+  for (auto& [hash, usage] : by_hash) usage = (total += usage);
   bool have = false;
   uint64_t b = 0;
   int best = INT_MAX;
   auto eval = [&](uint64_t cand) {
-    int lower = 0, upper = 0;
-    for (const Head& hd : heads) (hd.img.hash <= cand ? lower : upper) += hd.usage;
+    // Usage of the heads whose hash is <= cand.
+    auto it = std::upper_bound(by_hash.begin(), by_hash.end(), cand,
+                               [](uint64_t c, const std::pair<uint64_t, int>& e) { return c < e.first; });
+    int lower = it == by_hash.begin() ? 0 : std::prev(it)->second;
+    int upper = total - lower;
     bool new_low = h_new <= cand;
     if ((new_low ? lower : upper) + need_new > f::kUsableSlots) return;
     int score = std::abs((lower + (new_low ? need_new : 0)) - (upper + (new_low ? 0 : need_new)));

@@ -90,18 +90,6 @@ Vm::~Vm() {
 
 // ---------------------------------------------------------------- PPT access
 
-// A present entry of `level` must point into the data area, aligned to what
-// it maps (a table page, a 2 MiB chunk or a page) and wholly inside the
-// pool: damage must never send a mapping, a table walk or a free elsewhere.
-bool Vm::EntryValid(uint64_t e, int level) const {
-  bool leaf = ppt::IsLeaf(e);
-  if (leaf ? level > 1 : level < 1) return false;
-  uint64_t span = leaf ? ppt::Reach(level) : kPageSize;
-  uint64_t t = ppt::Target(e);
-  uint64_t end = pages_end_;
-  return t >= meta_end_ && t <= end && span <= end - t && IsAligned(t, span);
-}
-
 Status Vm::Damaged(uint64_t voff) const {
   return Status::Error(EUCLEAN, "page table entry for virtual offset " + std::to_string(voff) +
                                     " is damaged (run mapfs fsck --repair)");
@@ -238,6 +226,7 @@ std::atomic<uint16_t>& Vm::ChunkState(uint64_t chunk) {
 bool Vm::MapChunk(uint64_t chunk) {
   uint64_t voff = chunk * kChunkSize;
   auto& st = ChunkState(chunk);
+  st.fetch_and(static_cast<uint16_t>(~kWholeLeaf));  // until the new mapping stands
   uint64_t* pmd = Slot(voff, 1, false, nullptr);
   uint64_t e = pmd ? Load64(pmd) : 0;
   uint16_t runs = 0;
@@ -281,7 +270,9 @@ bool Vm::MapChunk(uint64_t chunk) {
       i = j;
     }
   }
-  uint16_t old = st.exchange(runs);
+  // One run from a leaf is the whole chunk, every page backed (Readable).
+  const bool whole = runs == 1 && ppt::IsLeaf(e);
+  uint16_t old = Runs(st.exchange(static_cast<uint16_t>(runs | (whole ? kWholeLeaf : 0))));
   mapped_runs_ += runs;
   mapped_runs_ -= old;
   if (old == 0 && runs != 0) mapped_chunks_++;
@@ -309,8 +300,21 @@ void Vm::InvalidateLocal(uint64_t voff, uint64_t len) {
   DropLocal(c0 * kChunkSize, (c1 - c0 + 1) * kChunkSize);
 }
 
+void Vm::ClearWhole(uint64_t voff, uint64_t len) {
+  uint64_t c0 = voff / kChunkSize, c1 = (voff + len - 1) / kChunkSize;
+  for (uint64_t c = c0; c <= c1; c++) {
+    std::atomic<uint16_t>* arr = chunk_dir_[c / kChunksPerGiB].load();
+    if (arr == nullptr) {
+      c = (c / kChunksPerGiB + 1) * kChunksPerGiB - 1;  // nothing mapped in this GiB
+      continue;
+    }
+    arr[c % kChunksPerGiB].fetch_and(static_cast<uint16_t>(~kWholeLeaf));
+  }
+}
+
 void Vm::DropLocal(uint64_t voff, uint64_t len) {
   uint64_t c0 = voff / kChunkSize, c1 = (voff + len - 1) / kChunkSize;
+  ClearWhole(voff, len);  // before the mapping goes: Readable must not trust it
   ::mmap(base_ + voff, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
   for (uint64_t c = c0; c <= c1; c++) {
     auto& slot = chunk_dir_[c / kChunksPerGiB];
@@ -319,7 +323,7 @@ void Vm::DropLocal(uint64_t voff, uint64_t len) {
       c = (c / kChunksPerGiB + 1) * kChunksPerGiB - 1;  // nothing mapped in this GiB
       continue;
     }
-    uint16_t old = arr[c % kChunksPerGiB].exchange(0);
+    uint16_t old = Runs(arr[c % kChunksPerGiB].exchange(0));
     mapped_runs_ -= old;
     if (old) mapped_chunks_--;
   }
@@ -331,11 +335,14 @@ void Vm::RemapLocal(uint64_t voff, uint64_t len) {
   while (p < end) {
     uint64_t chunk_end = std::min(end, AlignDown(p, kChunkSize) + kChunkSize);
     auto& st = ChunkState(p / kChunkSize);
-    uint16_t runs = st.load();
+    uint16_t runs = Runs(st.load());
     if (runs == 0) {  // not mapped here: the next touch maps it
       p = chunk_end;
       continue;
     }
+    // Remapped in pieces, the chunk is no longer one leaf run (a page of
+    // it may now be unbacked): Readable must stop trusting it first.
+    ClearWhole(AlignDown(p, kChunkSize), kChunkSize);
     uint16_t added = 0;
     bool failed = false;
     while (p < chunk_end && !failed) {
@@ -381,10 +388,10 @@ void Vm::EnforceBudget(uint64_t keep) {
     std::atomic<uint16_t>* arr = chunk_dir_[g].load();
     if (arr == nullptr) continue;
     for (uint64_t i = 0; i < kChunksPerGiB; i++) {
-      if (arr[i].load() <= 1 || g * kChunksPerGiB + i == keep) continue;
+      if (Runs(arr[i].load()) <= 1 || g * kChunksPerGiB + i == keep) continue;
       uint64_t voff = (g * kChunksPerGiB + i) * kChunkSize;
       ::mmap(base_ + voff, kChunkSize, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
-      uint16_t old = arr[i].exchange(0);
+      uint16_t old = Runs(arr[i].exchange(0));
       mapped_runs_ -= old;
       mapped_chunks_--;
     }

@@ -35,7 +35,9 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/units.h"
 #include "vm/page_alloc.h"
+#include "vm/ppt_format.h"
 
 namespace mapfs::medium {
 class Pool;
@@ -118,6 +120,24 @@ class Vm {
   Status Populate(uint64_t voff, uint64_t len, ZeroRange zero = {}, bool map_here = true);
   // True when every page of [voff, voff+len) is backed (no lock taken).
   bool Backed(uint64_t voff, uint64_t len);
+  // True when touching [voff, voff+len) through the region can neither
+  // fault into Populate (allocating pages) nor reach no pool page: the
+  // range lies in one chunk this process mapped whole from a PPT leaf
+  // (a process-local flag, O(1)), or else every page is Backed. The flag is
+  // cleared before such a mapping is dropped or remapped, and other
+  // processes' changes drop it at Sync(), so an unbacked page never passes
+  // for one: a damaged reference to it is still refused, never touched.
+  // For readers that validate a reference before following it (the
+  // directory layer's Plausible).
+  bool Readable(uint64_t voff, uint64_t len) {
+    if (len != 0 && voff < size_ && len <= size_ - voff && voff / kChunkSize == (voff + len - 1) / kChunkSize) {
+      const std::atomic<uint16_t>* arr = chunk_dir_[voff / kGiBytes].load(std::memory_order_acquire);
+      if (arr != nullptr &&
+          (arr[(voff / kChunkSize) % (kGiBytes / kChunkSize)].load(std::memory_order_acquire) & kWholeLeaf) != 0)
+        return true;
+    }
+    return Backed(voff, len);
+  }
   // Maps in this process whatever of [voff, voff+len) the PPT maps; pages
   // with no backing stay inaccessible (a touch faults and populates them).
   Status Map(uint64_t voff, uint64_t len);
@@ -209,12 +229,31 @@ class Vm {
   // to it would raise SIGBUS.
   bool PopulateView(uint64_t pool_off);
 
-  // Process mappings. chunk_state(c) = number of runs mapped (0 = none).
+  // Process mappings. chunk_state(c) = number of runs mapped (0 = none),
+  // ORed with kWholeLeaf while the chunk is mapped as one run from a PPT
+  // leaf (all its pages backed). Runs() strips the flag.
+  static constexpr uint16_t kWholeLeaf = 0x8000;
+  static constexpr uint64_t kGiBytes = uint64_t{1} << 30;
+  static uint16_t Runs(uint16_t state) { return state & static_cast<uint16_t>(~kWholeLeaf); }
   std::atomic<uint16_t>& ChunkState(uint64_t chunk);
+  // Clears kWholeLeaf of the chunks of [voff, voff+len) (chunk aligned);
+  // needs map_mu_. Done before their mappings change, so Readable never
+  // answers from a mapping that is going away.
+  void ClearWhole(uint64_t voff, uint64_t len);
   // Maps what the PPT maps in `chunk`; false if an entry was damaged
   // (EntryValid), which stays unmapped. Needs map_mu_.
   bool MapChunk(uint64_t chunk);
-  bool EntryValid(uint64_t e, int level) const;
+  // A present entry of `level` must point into the data area, aligned to
+  // what it maps (a table page, a 2 MiB chunk or a page) and wholly inside
+  // the pool: damage must never send a mapping, a table walk or a free
+  // elsewhere. Inline: every step of every PPT walk (Translate) checks it.
+  bool EntryValid(uint64_t e, int level) const {
+    const bool leaf = ppt::IsLeaf(e);
+    if (leaf ? level > 1 : level < 1) return false;
+    const uint64_t span = leaf ? ppt::Reach(level) : kPageSize;
+    const uint64_t t = ppt::Target(e);
+    return t >= meta_end_ && t <= pages_end_ && span <= pages_end_ - t && IsAligned(t, span);
+  }
   Status Damaged(uint64_t voff) const;
   void InvalidateLocal(uint64_t voff, uint64_t len);  // takes map_mu_
   void DropLocal(uint64_t voff, uint64_t len);        // needs map_mu_; chunk aligned

@@ -79,6 +79,41 @@ TEST_F(VmBasic, PartialUnmapSplitsTheChunk) {
   EXPECT_TRUE(vm().Check(true).ok());
 }
 
+// Readable answers "may the directory layer touch this" from the chunk
+// this process mapped whole, so it must stop saying yes the moment a page
+// of the chunk is unbacked, however that happens (unmap, a pswap that
+// swaps a page or the whole chunk away), and never for a chunk mapped
+// from a page table, which may hold holes.
+TEST_F(VmBasic, ReadableNeverCoversAnUnbackedPage) {
+  EXPECT_FALSE(vm().Readable(4 * MiB, kPageSize));  // never backed
+  ASSERT_TRUE(vm().Populate(4 * MiB, 2 * MiB).ok());  // mapped here, one leaf
+  EXPECT_TRUE(vm().Readable(4 * MiB + 8 * KiB, kPageSize));
+  // A page unmapped: the rest of the chunk stays readable, that page not.
+  ASSERT_TRUE(vm().Unmap(4 * MiB + 8 * KiB, kPageSize).ok());
+  EXPECT_FALSE(vm().Readable(4 * MiB + 8 * KiB, kPageSize));
+  EXPECT_TRUE(vm().Readable(4 * MiB + 12 * KiB, kPageSize));
+  // Mapped again from its page table as one run of pages with the rest of
+  // the chunk unbacked: still no page it does not back.
+  ASSERT_TRUE(vm().Populate(8 * MiB, 2 * MiB).ok());
+  ASSERT_TRUE(vm().Unmap(8 * MiB + 64 * KiB, 2 * MiB - 64 * KiB).ok());
+  ASSERT_TRUE(vm().Map(8 * MiB, 2 * MiB).ok());
+  EXPECT_TRUE(vm().Readable(8 * MiB, kPageSize));
+  EXPECT_FALSE(vm().Readable(8 * MiB + 64 * KiB, kPageSize));
+  EXPECT_FALSE(vm().Readable(8 * MiB + 2 * MiB - kPageSize, kPageSize));
+  // A whole chunk mapped here, then one page of it swapped with an unbacked
+  // page (remapped in place), then the whole chunk swapped away.
+  ASSERT_TRUE(vm().Populate(12 * MiB, 2 * MiB).ok());
+  ASSERT_TRUE(vm().Readable(12 * MiB, kPageSize));
+  ASSERT_TRUE(vm().Pswap(12 * MiB, 32 * MiB, 1).ok());
+  EXPECT_FALSE(vm().Readable(12 * MiB, kPageSize));
+  EXPECT_TRUE(vm().Readable(12 * MiB + kPageSize, kPageSize));
+  ASSERT_TRUE(vm().Populate(16 * MiB, 2 * MiB).ok());
+  ASSERT_TRUE(vm().Readable(16 * MiB + kPageSize, kPageSize));
+  ASSERT_TRUE(vm().Pswap(16 * MiB, 64 * MiB, kPagesPerChunk).ok());
+  EXPECT_FALSE(vm().Readable(16 * MiB + kPageSize, kPageSize));
+  EXPECT_TRUE(vm().Readable(64 * MiB + kPageSize, kPageSize));  // backed now (the PPT says so)
+}
+
 TEST_F(VmBasic, DiscardZeroesButKeepsBacking) {
   ASSERT_TRUE(vm().Populate(0, 2 * MiB).ok());
   FillPage(vm(), 0, 1);
