@@ -13,7 +13,7 @@
 // maps of the file system's own: `alias` (the same pages) and `twin` (a
 // second memfd: the bytes as last read from or written to the file).
 //
-// Coherence (docs/MAPPING.md, "Maps of fragmented files"):
+// Coherence (what docs/MAPPING.md refers to):
 //  - All maps of the file in this process share the memfd's pages, so they
 //    see each other's stores at once, as in the kernel.
 //  - The file system's calls in this process keep it coherent: a read
