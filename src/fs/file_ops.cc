@@ -1,6 +1,7 @@
 // Open files: open/close and the data calls of FileSystem.
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -165,6 +166,9 @@ Result<size_t> FileSystem::Read(OpenFile& f, void* buf, size_t n, int64_t off) {
   std::unique_lock<std::mutex> pos;
   if (off < 0) pos = std::unique_lock<std::mutex>(f.pos_mu);
   uint64_t at = off < 0 ? f.offset : static_cast<uint64_t>(off);
+  // Stores through maps of a mirrored file, in the range read, first.
+  if (n_mirrors_.load(std::memory_order_acquire) != 0 && n > 0)
+    MAPFS_RETURN_IF_ERROR(SyncMirror(f.ino, at, at + n < at ? UINT64_MAX : at + n));
   InodeLock l(locks_.get(), f.ino, false);
   mount_->vm().Sync();
   auto r = data_->Read(Ino(f.ino), buf, n, at, f.ino);
@@ -183,8 +187,15 @@ Result<size_t> FileSystem::Write(OpenFile& f, const void* buf, size_t n, int64_t
   if (in->mode & (S_ISUID | S_ISGID)) DropSetIdOnWrite(f.ino);
   // As Linux: O_APPEND appends even for pwrite.
   uint64_t at = (f.flags & O_APPEND) ? in->size : off < 0 ? f.offset : static_cast<uint64_t>(off);
+  uint64_t old_size = in->size;
   auto r = data_->Write(in, inodes_->VoffOf(f.ino), buf, n, at, mode >= 0 ? static_cast<file::Mode>(mode) : f.mode,
                         Mapped(f.ino), f.ino);
+  if (r.ok() && *r > 0 && n_mirrors_.load(std::memory_order_acquire) != 0) {
+    if (auto m = MirrorOf(f.ino)) {
+      if (at > old_size) m->Zeroed(old_size, at);  // stores past the old end never reached the file
+      m->Written(buf, at, *r);
+    }
+  }
   if (r.ok() && off < 0) f.offset = at + *r;
   if (r.ok() && *r > 0) changes_->Data(f.ino, at, *r);
   return r;
@@ -223,6 +234,7 @@ Result<uint64_t> FileSystem::Seek(OpenFile& f, int64_t off, int whence) {
 }
 
 Status FileSystem::Fsync(OpenFile& f) {
+  if (n_mirrors_.load(std::memory_order_acquire) != 0) MAPFS_RETURN_IF_ERROR(SyncMirror(f.ino, 0, UINT64_MAX));
   InodeLock l(locks_.get(), f.ino, false);
   data_->Sync(Ino(f.ino), f.mapped.load() || Mapped(f.ino), f.ino);
   return Status::Ok();
@@ -237,8 +249,13 @@ Status FileSystem::Ftruncate(OpenFile& f, int64_t size) {
   mount_->vm().Sync();
   Inode* in = Ino(f.ino);
   if (in->mode & (S_ISUID | S_ISGID)) DropSetIdOnWrite(f.ino);
+  uint64_t old_size = in->size;
   MAPFS_RETURN_IF_ERROR(
       data_->Truncate(in, inodes_->VoffOf(f.ino), static_cast<uint64_t>(size), f.mode, Mapped(f.ino), f.ino));
+  if (n_mirrors_.load(std::memory_order_acquire) != 0) {
+    if (auto m = MirrorOf(f.ino))
+      m->Zeroed(std::min(old_size, in->size), std::max(old_size, in->size));
+  }
   int64_t now = file::NowNs();
   medium::Store64(reinterpret_cast<uint64_t*>(&in->mtime_ns), static_cast<uint64_t>(now));
   medium::Store64(reinterpret_cast<uint64_t*>(&in->ctime_ns), static_cast<uint64_t>(now));
@@ -277,8 +294,17 @@ Status FileSystem::Fallocate(OpenFile& f, int mode, int64_t off, int64_t len) {
   InodeLock l(locks_.get(), f.ino, true);
   mount_->vm().Sync();
   if (Ino(f.ino)->mode & (S_ISUID | S_ISGID)) DropSetIdOnWrite(f.ino);
+  uint64_t old_size = Ino(f.ino)->size;
   Status st = data_->Fallocate(Ino(f.ino), inodes_->VoffOf(f.ino), mode, static_cast<uint64_t>(off),
                                static_cast<uint64_t>(len), f.mode, Mapped(f.ino), f.ino);
+  if (st.ok() && n_mirrors_.load(std::memory_order_acquire) != 0) {
+    if (auto m = MirrorOf(f.ino)) {
+      uint64_t new_size = Ino(f.ino)->size;
+      if (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE))
+        m->Zeroed(static_cast<uint64_t>(off), static_cast<uint64_t>(off) + static_cast<uint64_t>(len));
+      if (new_size > old_size) m->Zeroed(old_size, new_size);
+    }
+  }
   if (st.ok()) changes_->Data(f.ino, static_cast<uint64_t>(off), static_cast<uint64_t>(len));
   return st;
 }
@@ -413,6 +439,85 @@ Status FileSystem::MapPool(OpenFile& f, uint64_t off, uint64_t len, std::vector<
   f.mapped = true;
   shared_->mapped[f.ino].store(1);
   return data_->MapPool(in, inodes_->VoffOf(f.ino), off, len, runs, f.ino);
+}
+
+std::shared_ptr<MapMirror> FileSystem::MirrorOf(uint64_t ino) {
+  std::lock_guard<std::mutex> g(mirrors_mu_);
+  auto it = mirrors_.find(ino);
+  return it == mirrors_.end() ? nullptr : it->second;
+}
+
+bool FileSystem::Mirrored(uint64_t ino) {
+  return n_mirrors_.load(std::memory_order_acquire) != 0 && MirrorOf(ino) != nullptr;
+}
+
+Result<int> FileSystem::MirrorFd(OpenFile& f, uint64_t end) {
+  if (f.is_dir) return Status::Error(EISDIR, "is a directory");
+  InodeLock l(locks_.get(), f.ino, true);
+  mount_->vm().Sync();
+  Inode* in = Ino(f.ino);
+  if (in == nullptr || in->mode == 0) return Status::Error(ESTALE, "file was removed");
+  std::shared_ptr<MapMirror> m;
+  {
+    std::lock_guard<std::mutex> g(mirrors_mu_);
+    std::shared_ptr<MapMirror>& slot = mirrors_[f.ino];
+    if (!slot) {
+      auto c = MapMirror::Create();
+      if (!c.ok()) {
+        mirrors_.erase(f.ino);
+        return c.status();
+      }
+      slot = std::move(*c);
+    }
+    m = slot;
+    n_mirrors_.store(mirrors_.size(), std::memory_order_release);
+  }
+  MAPFS_RETURN_IF_ERROR(m->Cover(end, [&](char* dst, uint64_t n, uint64_t off) -> Status {
+    std::memset(dst, 0, n);  // past the end of the file
+    for (uint64_t done = 0; done < n;) {
+      auto r = data_->Read(in, dst + done, n - done, off + done, f.ino);
+      if (!r.ok()) return r.status();
+      if (*r == 0) break;
+      done += *r;
+    }
+    return Status::Ok();
+  }));
+  return m->fd();
+}
+
+Status FileSystem::SyncMirror(uint64_t ino, uint64_t lo, uint64_t hi) {
+  std::shared_ptr<MapMirror> m = MirrorOf(ino);
+  if (!m) return Status::Ok();
+  InodeLock l(locks_.get(), ino, true);
+  mount_->vm().Sync();
+  Inode* in = Ino(ino);
+  if (in == nullptr || in->mode == 0) return Status::Ok();
+  return m->WriteBack(lo, hi, medium::Load64(&in->size), [&](const char* src, uint64_t n, uint64_t off) -> Status {
+    auto r = data_->Write(in, inodes_->VoffOf(ino), src, n, off, default_mode_, Mapped(ino), ino);
+    if (!r.ok()) return r.status();
+    changes_->Data(ino, off, n);
+    return Status::Ok();
+  });
+}
+
+void FileSystem::SyncMirrors() {
+  std::vector<uint64_t> inos;
+  {
+    std::lock_guard<std::mutex> g(mirrors_mu_);
+    for (auto& [ino, m] : mirrors_) inos.push_back(ino);
+  }
+  for (uint64_t ino : inos) (void)SyncMirror(ino, 0, UINT64_MAX);
+}
+
+void FileSystem::DropMirror(uint64_t ino) {
+  (void)SyncMirror(ino, 0, UINT64_MAX);
+  std::shared_ptr<MapMirror> m;  // destroyed outside the lock
+  std::lock_guard<std::mutex> g(mirrors_mu_);
+  auto it = mirrors_.find(ino);
+  if (it == mirrors_.end()) return;
+  m = std::move(it->second);
+  mirrors_.erase(it);
+  n_mirrors_.store(mirrors_.size(), std::memory_order_release);
 }
 
 bool FileSystem::Mapped(uint64_t ino) const { return shared_->mapped[ino].load(std::memory_order_relaxed) != 0; }

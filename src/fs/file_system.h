@@ -30,6 +30,7 @@
 #include "fs/change_ring.h"
 #include "dir/cib.h"
 #include "fs/cred.h"
+#include "fs/map_mirror.h"
 #include "file/file_data.h"
 #include "meta/inode_locks.h"
 #include "meta/inode_table.h"
@@ -189,6 +190,20 @@ class FileSystem {
   // whatever any process does to the file (file::FileData, `mapped`), so
   // such maps stay coherent with every call and every other map.
   Status MapPool(OpenFile& f, uint64_t off, uint64_t len, std::vector<file::PoolRun>* runs);
+  // Shared maps of fragmented files (fs/map_mirror.h: when MapPool's runs
+  // are too many to map one by one): the memfd of this process's mirror
+  // of the file, created if needed and holding the file's bytes [0, end)
+  // (a page multiple). Map it MAP_SHARED at the file offset. From then on
+  // this process's calls on the file keep the mirror coherent.
+  Result<int> MirrorFd(OpenFile& f, uint64_t end);
+  bool Mirrored(uint64_t ino);
+  // Stores through the mirror of `ino` in file bytes [lo, hi) reach the file.
+  Status SyncMirror(uint64_t ino, uint64_t lo, uint64_t hi);
+  // Every mirror's stores reach the file (before an exec; at unmount).
+  void SyncMirrors();
+  // No map of the file through its mirror is left: its stores are written
+  // back and the mirror is forgotten.
+  void DropMirror(uint64_t ino);
   // Entries after `cookie` (0 = start; "." and ".." come first); fn returns
   // false to stop.
   Status ReadDir(OpenFile& d, uint64_t cookie, const std::function<bool(const DirEntryOut&)>& fn);
@@ -348,6 +363,12 @@ class FileSystem {
   std::mutex block_views_mu_;
   std::map<uint64_t, std::vector<BlockView>> block_views_;
   Result<char*> MapBlocks(OpenFile& f, uint64_t* cap);
+  // The mirrors of this process (MirrorFd), by inode number; n_mirrors_
+  // lets the calls on files that have none skip the lock.
+  std::mutex mirrors_mu_;
+  std::map<uint64_t, std::shared_ptr<MapMirror>> mirrors_;
+  std::atomic<size_t> n_mirrors_{0};
+  std::shared_ptr<MapMirror> MirrorOf(uint64_t ino);
   meta::FsShared* shared_ = nullptr;
   std::unique_ptr<ChangePublisher> changes_;
   file::Mode default_mode_ = file::Mode::kSync;

@@ -151,6 +151,14 @@ std::unique_ptr<ChangeFollower> FileSystem::FollowChanges() {
 
 Status FileSystem::Unmount() {
   if (!mount_) return Status::Ok();
+  // Stores through maps of mirrored files reach the file before it goes
+  // (the maps themselves stay the process's: the memfds live on in them).
+  SyncMirrors();
+  {
+    std::lock_guard<std::mutex> g(mirrors_mu_);
+    mirrors_.clear();
+    n_mirrors_.store(0);
+  }
   {
     std::lock_guard<std::mutex> g(block_views_mu_);
     for (auto& [ino, views] : block_views_)

@@ -18,23 +18,31 @@ BlockBitmap::BlockBitmap(uint64_t* words, uint64_t pool_off, uint64_t nblocks)
       mark_(nwords_, 0),
       high_(nwords_ ? nwords_ - 1 : 0) {}
 
+uint64_t BlockBitmap::Word(uint64_t w) const {
+  if (mark_[w]) return shadow_[w];
+  uint64_t v = Load64(&words_[w]);
+  if (w == nwords_ - 1 && nblocks_ % 64) v &= (uint64_t{1} << (nblocks_ % 64)) - 1;
+  return v;
+}
+
 void BlockBitmap::Load() {
-  used_ = 0;
-  for (uint64_t w = 0; w < nwords_; w++) {
-    uint64_t v = Load64(&words_[w]);
-    if (w == nwords_ - 1 && nblocks_ % 64) v &= (uint64_t{1} << (nblocks_ % 64)) - 1;
-    shadow_[w] = v;
-    used_ += static_cast<uint64_t>(__builtin_popcountll(v));
-  }
   touched_.clear();
   std::fill(mark_.begin(), mark_.end(), 0);
+  used_ = used();
   used_before_ = used_;
+}
+
+uint64_t BlockBitmap::used() const {
+  uint64_t n = 0;
+  for (uint64_t w = 0; w < nwords_; w++) n += static_cast<uint64_t>(__builtin_popcountll(Word(w)));
+  return n;
 }
 
 bool BlockBitmap::UsedOnMedia(uint64_t blk) const { return (Load64(&words_[blk / 64]) >> (blk % 64)) & 1; }
 
 void BlockBitmap::Touch(uint64_t w) {
   if (mark_[w]) return;
+  shadow_[w] = Word(w);  // the area's word, as other processes left it
   mark_[w] = 1;
   touched_.emplace_back(w, shadow_[w]);
 }
@@ -48,7 +56,7 @@ Result<std::pair<uint64_t, uint64_t>> BlockBitmap::Alloc(uint64_t want, uint64_t
     // Next fit by words: skip full words, then the first clear bit.
     uint64_t w = rover_ / 64;
     for (uint64_t i = 0; i <= nwords_; i++, w = (w + 1 == nwords_ ? 0 : w + 1)) {
-      uint64_t free_bits = ~shadow_[w];
+      uint64_t free_bits = ~Word(w);
       if (w == nwords_ - 1 && nblocks_ % 64) free_bits &= (uint64_t{1} << (nblocks_ % 64)) - 1;
       if (free_bits) {
         start = w * 64 + static_cast<uint64_t>(__builtin_ctzll(free_bits));
@@ -72,7 +80,7 @@ Result<std::pair<uint64_t, uint64_t>> BlockBitmap::Alloc(uint64_t want, uint64_t
 Result<std::pair<uint64_t, uint64_t>> BlockBitmap::AllocHigh() {
   uint64_t w = high_ < nwords_ ? high_ : nwords_ - 1;
   for (uint64_t i = 0; i < nwords_; i++, w = (w == 0 ? nwords_ - 1 : w - 1)) {
-    uint64_t free_bits = ~shadow_[w];
+    uint64_t free_bits = ~Word(w);
     if (w == nwords_ - 1 && nblocks_ % 64) free_bits &= (uint64_t{1} << (nblocks_ % 64)) - 1;
     if (!free_bits) continue;
     uint64_t b = w * 64 + 63 - static_cast<uint64_t>(__builtin_clzll(free_bits));

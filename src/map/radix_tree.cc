@@ -389,7 +389,8 @@ Usage RadixMapper::usage() const {
   Usage u;
   u.blocks = nblocks_;
   u.node_blocks = node_blocks_;
-  u.used_blocks = bm_.used() - node_blocks_;
+  uint64_t used = bm_.used();  // node_blocks_ is this process's count: never above what is used
+  u.used_blocks = used - std::min(used, node_blocks_);
   u.fixed_bytes = fixed_bytes_;
   return u;
 }

@@ -208,6 +208,13 @@ MAPFS_EXPORT int __openat64_2(int dirfd, const char* path, int flags) { return o
 MAPFS_EXPORT int creat(const char* path, mode_t mode) { return open(path, O_CREAT | O_WRONLY | O_TRUNC, mode); }
 MAPFS_EXPORT int creat64(const char* path, mode_t mode) { return open64(path, O_CREAT | O_WRONLY | O_TRUNC, mode); }
 
+// The core's own memfds (map mirrors, fs/map_mirror.h) are internal
+// descriptors, out of the program's reach, as its opens are.
+MAPFS_EXPORT int memfd_create(const char* name, unsigned int flags) {
+  if (in_core) return MoveHigh(REAL(memfd_create)(name, flags));
+  return REAL(memfd_create)(name, flags);
+}
+
 // ---------------------------------------------------------------- close, dup
 
 MAPFS_EXPORT int close(int fd) {

@@ -8,12 +8,23 @@
 // file offset): munmap trims it, mremap remaps through the core, mprotect
 // checks the description's access, msync persists. An entry holds its
 // description, so a file stays alive while it is mapped, as in the kernel.
+//
+// Kernel mappings are bounded (vm.max_map_count): a shared map takes one
+// per pool run, and a block-mapped file may have one run per 4 KiB block.
+// A map of more than kMaxDirectRuns runs, or one that would take the
+// process's direct runs past a quarter of vm.max_map_count, goes through
+// the file's mirror instead (fs/map_mirror.h: a memfd copy, one mapping
+// per map), and so does every later map of that file while one of its
+// mirror maps lives; its direct maps are switched to the mirror then, so
+// that all maps of a file in a process share pages.
 #include <fcntl.h>
 #include <stdarg.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <new>
@@ -40,19 +51,50 @@ struct MapEntry {
   DescRef desc;
   uint64_t off;  // file offset of the entry's start
   int prot;
+  bool mirror = false;  // a map of the file's mirror, not of the pool file
+  uint64_t runs = 0;    // direct maps: kernel mappings it took (at most)
 };
+
+// A stretch of a mirror map that was unmapped: its stores are written back
+// and, when no map of that mirror is left, the mirror is dropped.
+struct Forgotten {
+  DescRef desc;
+  uint64_t lo, hi;  // file offsets
+};
+
+constexpr uint64_t kMaxDirectRuns = 16;
 
 // Never destroyed: wrappers may run during exit.
 std::mutex* g_maps_mu = new std::mutex;
 std::map<uintptr_t, MapEntry>* g_maps = new std::map<uintptr_t, MapEntry>;
 std::atomic<size_t> g_map_count{0};  // entries; lets unrelated calls skip the lock
+uint64_t g_direct_runs = 0;           // sum of the direct entries' runs (g_maps_mu)
+
+// A quarter of vm.max_map_count for the direct maps of mapfs files.
+uint64_t DirectRunBudget() {
+  static const uint64_t budget = [] {
+    uint64_t max = 65530;
+    int fd = ::open("/proc/sys/vm/max_map_count", O_RDONLY | O_CLOEXEC);  // in the core: the kernel's
+    if (fd >= 0) {
+      char buf[32] = {};
+      ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
+      if (n > 0 && std::strtoull(buf, nullptr, 10) > 0) max = std::strtoull(buf, nullptr, 10);
+      ::close(fd);
+    }
+    return max / 4;
+  }();
+  return budget;
+}
+
+bool SameFile(const DescRef& a, const DescRef& b) { return a->fsys == b->fsys && a->file->ino == b->file->ino; }
 
 uint64_t PageSize() { return static_cast<uint64_t>(::sysconf(_SC_PAGESIZE)); }
 uint64_t RoundUp(uint64_t v) { return (v + PageSize() - 1) / PageSize() * PageSize(); }
 
 // Forgets [a, b) in the table (needs g_maps_mu); descriptions whose last
-// entry went go to *drop, to be released without the lock.
-void ForgetLocked(uintptr_t a, uintptr_t b, std::vector<DescRef>* drop) {
+// entry went go to *drop, to be released without the lock; the mirror
+// stretches forgotten go to *mirrored (FinishForget).
+void ForgetLocked(uintptr_t a, uintptr_t b, std::vector<DescRef>* drop, std::vector<Forgotten>* mirrored) {
   auto it = g_maps->upper_bound(a);
   if (it != g_maps->begin()) --it;
   while (it != g_maps->end() && it->first < b) {
@@ -63,11 +105,38 @@ void ForgetLocked(uintptr_t a, uintptr_t b, std::vector<DescRef>* drop) {
       continue;
     }
     it = g_maps->erase(it);
-    if (s < a) g_maps->emplace(s, MapEntry{a, e.desc, e.off, e.prot});
-    if (e.end > b) it = g_maps->emplace(b, MapEntry{e.end, e.desc, e.off + (b - s), e.prot}).first;
+    g_direct_runs -= e.runs;
+    // A piece left on either side keeps at most as many runs as pages.
+    auto piece = [&](uintptr_t from, uintptr_t to) {
+      MapEntry p{to, e.desc, e.off + (from - s), e.prot, e.mirror, std::min<uint64_t>(e.runs, (to - from) / PageSize())};
+      g_direct_runs += p.runs;
+      return g_maps->emplace(from, std::move(p)).first;
+    };
+    if (s < a) piece(s, a);
+    if (e.end > b) it = piece(b, e.end);
+    if (e.mirror) {
+      uintptr_t lo = std::max(s, a), hi = std::min(e.end, b);
+      mirrored->push_back({e.desc, e.off + (lo - s), e.off + (hi - s)});
+    }
     drop->push_back(std::move(e.desc));
   }
   g_map_count.store(g_maps->size());
+}
+
+// After ForgetLocked, without the lock: the stores through the forgotten
+// mirror stretches reach the file; a mirror no map uses any more goes.
+void FinishForget(std::vector<Forgotten>* mirrored) {
+  if (mirrored->empty()) return;
+  CoreScope cs;
+  for (Forgotten& f : *mirrored) {
+    (void)f.desc->fsys->SyncMirror(f.desc->file->ino, f.lo, f.hi);
+    bool used = false;
+    {
+      std::lock_guard<std::mutex> g(*g_maps_mu);
+      for (auto& [s, e] : *g_maps) used |= e.mirror && SameFile(e.desc, f.desc);
+    }
+    if (!used) f.desc->fsys->DropMirror(f.desc->file->ino);
+  }
 }
 
 // The entry holding [a, a+len) entirely, or end().
@@ -78,16 +147,72 @@ std::map<uintptr_t, MapEntry>::iterator FindLocked(uintptr_t a, uint64_t len) {
   return a + len <= it->second.end ? it : g_maps->end();
 }
 
+// Maps [off, off+n) of the file at `addr` from its mirror (see the top);
+// the file's direct maps switch to the mirror.
+void* MapMirrored(const DescRef& d, void* addr, uint64_t n, int prot, int map_flags, uint64_t off) {
+  uint64_t end = off + n;
+  {
+    std::lock_guard<std::mutex> g(*g_maps_mu);
+    for (auto& [s, e] : *g_maps)
+      if (!e.mirror && SameFile(e.desc, d)) end = std::max(end, e.off + (e.end - s));
+  }
+  auto fd = d->fsys->MirrorFd(*d->file, end);
+  if (!fd.ok()) {
+    Fail(fd.status());
+    return MAP_FAILED;
+  }
+  int keep = map_flags & (MAP_FIXED | MAP_FIXED_NOREPLACE);
+  int pass = map_flags & (MAP_POPULATE | MAP_LOCKED | MAP_NONBLOCK);
+  void* m = REAL(mmap)(addr, n, prot, MAP_SHARED | keep | pass, *fd, static_cast<off_t>(off));
+  if (m == MAP_FAILED) return m;
+  if ((keep & MAP_FIXED_NOREPLACE) && m != addr) {  // a kernel older than 4.17 took it as a hint
+    REAL(munmap)(m, n);
+    errno = EEXIST;
+    return MAP_FAILED;
+  }
+  std::vector<DescRef> drop;
+  std::vector<Forgotten> mirrored;
+  {
+    std::lock_guard<std::mutex> g(*g_maps_mu);
+    for (auto& [s, e] : *g_maps) {
+      if (e.mirror || !SameFile(e.desc, d)) continue;
+      // The mirror holds the pool pages' bytes (stores through this map
+      // included): the same bytes, now shared with the other maps. On
+      // failure the map stays direct (coherent with the file, not with
+      // the mirror's unsynced stores).
+      if (REAL(mmap)(reinterpret_cast<void*>(s), e.end - s, e.prot, MAP_SHARED | MAP_FIXED, *fd,
+                     static_cast<off_t>(e.off)) == MAP_FAILED)
+        continue;
+      g_direct_runs -= e.runs;
+      e.runs = 0;
+      e.mirror = true;
+    }
+    auto a = reinterpret_cast<uintptr_t>(m);
+    ForgetLocked(a, a + n, &drop, &mirrored);  // MAP_FIXED over an earlier map
+    g_maps->emplace(a, MapEntry{a + n, d, off, prot, true, 0});
+    g_map_count.store(g_maps->size());
+  }
+  FinishForget(&mirrored);
+  return m;
+}
+
 // Maps [off, off+len) of the file at `addr` (map_flags: MAP_FIXED and the
-// like, as the caller asked) from the pool file.
+// like, as the caller asked) from the pool file, or from its mirror.
 void* MapShared(const DescRef& d, void* addr, size_t len, int prot, int map_flags, uint64_t off) {
   uint64_t n = RoundUp(len);
+  if (d->fsys->Mirrored(d->file->ino)) return MapMirrored(d, addr, n, prot, map_flags, off);
   std::vector<file::PoolRun> runs;
   Status st = d->fsys->MapPool(*d->file, off, n, &runs);
   if (!st.ok()) {
     Fail(st.code() == EFBIG ? Status::Error(ENOMEM, st.message()) : st);
     return MAP_FAILED;
   }
+  bool too_many;
+  {
+    std::lock_guard<std::mutex> g(*g_maps_mu);
+    too_many = runs.size() > kMaxDirectRuns || g_direct_runs + runs.size() > DirectRunBudget();
+  }
+  if (too_many) return MapMirrored(d, addr, n, prot, map_flags, off);
   medium::Pool* pool = d->fsys->mount().vm().pool();
   int keep = map_flags & (MAP_FIXED | MAP_FIXED_NOREPLACE);
   void* m = REAL(mmap)(addr, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | keep, -1, 0);
@@ -110,13 +235,16 @@ void* MapShared(const DescRef& d, void* addr, size_t len, int prot, int map_flag
     p += r.len;
   }
   std::vector<DescRef> drop;
+  std::vector<Forgotten> mirrored;
   {
     std::lock_guard<std::mutex> g(*g_maps_mu);
     auto a = reinterpret_cast<uintptr_t>(m);
-    ForgetLocked(a, a + n, &drop);  // MAP_FIXED over an earlier map
-    g_maps->emplace(a, MapEntry{a + n, d, off, prot});
+    ForgetLocked(a, a + n, &drop, &mirrored);  // MAP_FIXED over an earlier map
+    g_maps->emplace(a, MapEntry{a + n, d, off, prot, false, runs.size()});
+    g_direct_runs += runs.size();
     g_map_count.store(g_maps->size());
   }
+  FinishForget(&mirrored);
   return m;
 }
 
@@ -152,18 +280,35 @@ void* MapMapfs(const DescRef& dr, void* addr, size_t len, int prot, int flags, o
 }
 
 int UnmapMapfs(void* addr, size_t len) {
-  int r = REAL(munmap)(addr, len);
-  if (r != 0 || g_map_count.load() == 0) return r;
+  if (g_map_count.load() == 0) return REAL(munmap)(addr, len);
   auto a = reinterpret_cast<uintptr_t>(addr);
   std::vector<DescRef> drop;
+  std::vector<Forgotten> mirrored;
   {
+    // Under the lock: a switch to a mirror (MapMirrored) never maps over
+    // a range unmapped but still in the table.
     std::lock_guard<std::mutex> g(*g_maps_mu);
-    ForgetLocked(a, a + RoundUp(len), &drop);
+    int r = REAL(munmap)(addr, len);
+    if (r != 0) return r;
+    ForgetLocked(a, a + RoundUp(len), &drop, &mirrored);
   }
+  FinishForget(&mirrored);
   return 0;  // drop closes descriptions no descriptor or map holds any more
 }
 
 }  // namespace
+
+void SyncMirroredMaps() {
+  if (g_map_count.load() == 0) return;
+  std::vector<Forgotten> all;
+  {
+    std::lock_guard<std::mutex> g(*g_maps_mu);
+    for (auto& [s, e] : *g_maps)
+      if (e.mirror) all.push_back({e.desc, e.off, e.off + (e.end - s)});
+  }
+  CoreScope cs;
+  for (Forgotten& f : all) (void)f.desc->fsys->SyncMirror(f.desc->file->ino, f.lo, f.hi);
+}
 
 std::vector<DescRef> MappedDescs() {
   new (g_maps_mu) std::mutex;  // a thread of the parent may have held it at the fork
@@ -177,11 +322,13 @@ std::vector<DescRef> MappedDescs() {
 }
 
 void DropMaps() {
+  SyncMirroredMaps();  // while the maps still hold their files
   std::map<uintptr_t, MapEntry> all;
   {
     std::lock_guard<std::mutex> g(*g_maps_mu);
     all.swap(*g_maps);
     g_map_count.store(0);
+    g_direct_runs = 0;
   }
 }
 
@@ -214,11 +361,28 @@ MAPFS_EXPORT int msync(void* addr, size_t len, int flags) {
     // Stores through a map of the pool are persisted as the core's are.
     auto a = reinterpret_cast<uintptr_t>(addr);
     bool ours = false;
+    std::vector<Forgotten> mirrored;  // stretches of mirror maps in the range
     {
       std::lock_guard<std::mutex> g(*g_maps_mu);
       ours = FindLocked(a, len) != g_maps->end();
+      uintptr_t b = a + RoundUp(len);
+      auto it = g_maps->upper_bound(a);
+      if (it != g_maps->begin()) --it;
+      for (; it != g_maps->end() && it->first < b; ++it) {
+        uintptr_t lo = std::max(a, it->first), hi = std::min(b, it->second.end);
+        if (lo < hi && it->second.mirror)
+          mirrored.push_back({it->second.desc, it->second.off + (lo - it->first), it->second.off + (hi - it->first)});
+      }
     }
-    if (ours) mapfs::medium::Persist(addr, len);
+    if (!mirrored.empty()) {
+      CoreScope cs;
+      for (Forgotten& f : mirrored) {
+        Status st = f.desc->fsys->SyncMirror(f.desc->file->ino, f.lo, f.hi);
+        if (!st.ok()) return Fail(st);
+      }
+    } else if (ours) {
+      mapfs::medium::Persist(addr, len);
+    }
   }
   return REAL(msync)(addr, len, flags);
 }

@@ -784,6 +784,7 @@ int64_t Shim::AdoptDrops(int fd, bool counted) {
 
 void Shim::Handoff() {
   medium::protection::Inside rights;  // the pool's rights: not always inside a CoreScope
+  SyncMirroredMaps();  // what the next program reads (and what an exec would lose) is in the file
   std::unique_lock<std::shared_mutex> g(mu_);
   HandoffLocked(false);
 }

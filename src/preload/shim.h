@@ -256,6 +256,9 @@ int NextInternal(unsigned from, unsigned to);
 // Closes an internal descriptor (the shim's own close of one).
 int CloseInternal(int fd);
 
+// Stores through maps of mirrored files (fs/map_mirror.h) written back to
+// the files (mmap_calls.cc), before an exec or a spawn.
+void SyncMirroredMaps();
 // Shared maps of mapfs files (mmap_calls.cc). Each holds its description.
 // In the child of fork(), first thing: the descriptions the inherited maps
 // hold (each once).

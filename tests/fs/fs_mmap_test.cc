@@ -6,6 +6,8 @@
 // before sees every change and read() sees every store through a map. In
 // every consistency mode.
 #include <fcntl.h>
+#include <linux/falloc.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -121,6 +123,74 @@ TEST_P(FsMmap, MappedBytesKeepTheirPoolPages) {
   EXPECT_EQ(fs_->MapPool(**f, 100, 4096, &r).code(), EINVAL);
   EXPECT_EQ(fs_->MapPool(**f, 0, 0, &r).code(), EINVAL);
   ASSERT_TRUE(fs_->Close(**f).ok());
+  ASSERT_TRUE(fs_->Unmount().ok());
+  fs_.reset();
+  EXPECT_EQ(CheckPool(pool_.path()), std::vector<std::string>{});
+}
+
+// A mirror (fs/map_mirror.h: the shim maps fragmented files through one)
+// stays one content with the file system's calls: stores through it are
+// read back by Read, written back by Fsync and at unmount, a Write shows
+// in it without losing stores elsewhere in the page, truncation and hole
+// punching zero it, and a second MirrorFd of the file is the same memfd.
+TEST_P(FsMmap, MirrorIsCoherentWithTheCalls) {
+  auto f = fs_->Open("/m", O_CREAT | O_RDWR | GetParam(), 0644);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  std::string data(96 * kKiB, 'a');
+  ASSERT_TRUE(fs_->Write(**f, data.data(), data.size(), 0).ok());
+  auto fd = fs_->MirrorFd(**f, 64 * kKiB);
+  ASSERT_TRUE(fd.ok()) << fd.status().ToString();
+  EXPECT_TRUE(fs_->Mirrored((*f)->ino));
+  char* m = static_cast<char*>(::mmap(nullptr, 128 * kKiB, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0));
+  ASSERT_NE(m, MAP_FAILED);
+  EXPECT_EQ(m[100], 'a');
+  m[100] = 'm';
+  EXPECT_EQ(ReadByte(**f, 100), 'm');
+  // Growth of the mirror fills from the file, keeping what is there.
+  auto again = fs_->MirrorFd(**f, 128 * kKiB);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *fd);
+  EXPECT_EQ(m[90 * kKiB], 'a');
+  EXPECT_EQ(m[100 * kKiB], 0);  // past the end of the file
+  m[200] = 's';
+  ASSERT_TRUE(fs_->Write(**f, "w", 1, 300).ok());
+  EXPECT_EQ(m[300], 'w');
+  EXPECT_EQ(ReadByte(**f, 200), 's');
+  m[50 * kKiB] = 'f';
+  ASSERT_TRUE(fs_->Fsync(**f).ok());
+  ASSERT_TRUE(fs_->Fallocate(**f, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 8 * kKiB, 4 * kKiB).ok());
+  EXPECT_EQ(m[8 * kKiB], 0);
+  EXPECT_EQ(ReadByte(**f, 8 * kKiB), 0);
+  ASSERT_TRUE(fs_->Ftruncate(**f, 60 * kKiB).ok());
+  EXPECT_EQ(m[59 * kKiB], 'a');
+  EXPECT_EQ(m[61 * kKiB], 0);
+  ASSERT_TRUE(fs_->Ftruncate(**f, 96 * kKiB).ok());
+  EXPECT_EQ(ReadByte(**f, 61 * kKiB), 0);
+  // A store past the end never reaches the file.
+  m[97 * kKiB] = 'x';
+  m[40 * kKiB] = 'u';  // written back at unmount
+  ASSERT_TRUE(fs_->Close(**f).ok());
+  ASSERT_TRUE(fs_->Unmount().ok());
+  fs_.reset();
+  ::munmap(m, 128 * kKiB);
+  auto r = fs::FileSystem::Mount(pool_.path());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  fs_ = std::move(*r);
+  auto g = fs_->Open("/m", O_RDONLY, 0);
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(ReadByte(**g, 100), 'm');
+  EXPECT_EQ(ReadByte(**g, 200), 's');
+  EXPECT_EQ(ReadByte(**g, 300), 'w');
+  EXPECT_EQ(ReadByte(**g, 50 * kKiB), 'f');
+  EXPECT_EQ(ReadByte(**g, 40 * kKiB), 'u');
+  struct stat st{};
+  ASSERT_TRUE(fs_->Fstat(**g, &st).ok());
+  EXPECT_EQ(st.st_size, static_cast<off_t>(96 * kKiB));
+  char c = 1;
+  auto past = fs_->Read(**g, &c, 1, 97 * kKiB);
+  ASSERT_TRUE(past.ok());
+  EXPECT_EQ(*past, 0u);
+  ASSERT_TRUE(fs_->Close(**g).ok());
   ASSERT_TRUE(fs_->Unmount().ok());
   fs_.reset();
   EXPECT_EQ(CheckPool(pool_.path()), std::vector<std::string>{});

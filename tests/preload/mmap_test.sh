@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs mmap_grow (shared maps of a file that grows past its partition, in
-# one process and across two) under `mapfs run` on a fresh pool in each
-# consistency mode, then fsck.
+# Runs TEST — mmap_grow (shared maps of a file that grows past its
+# partition, in one process and across two) or mmap_many (many maps of a
+# fragmented file) — under `mapfs run` on a fresh pool in each consistency
+# mode, then fsck.
 set -euo pipefail
 mapfs=$1 test=$2
 pool=/dev/shm/mapfs-mmap-test-$$.pool
