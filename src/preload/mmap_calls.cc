@@ -11,10 +11,9 @@
 //
 // Kernel mappings are bounded (vm.max_map_count): a shared map takes one
 // per pool run, and a block-mapped file may have one run per 4 KiB block.
-// A map of more than kMaxDirectRuns runs, or one that would take the
-// process's direct runs past a quarter of vm.max_map_count, goes through
-// the file's mirror instead (fs/map_mirror.h: a memfd copy, one mapping
-// per map), and so does every later map of that file while one of its
+// A map that would take the process's direct runs past a quarter of
+// vm.max_map_count goes through the file's mirror instead
+// (fs/map_mirror.h: a memfd copy, one mapping per map), and so does every later map of that file while one of its
 // mirror maps lives; its direct maps are switched to the mirror then, so
 // that all maps of a file in a process share pages.
 #include <fcntl.h>
@@ -61,8 +60,6 @@ struct Forgotten {
   DescRef desc;
   uint64_t lo, hi;  // file offsets
 };
-
-constexpr uint64_t kMaxDirectRuns = 16;
 
 // Never destroyed: wrappers may run during exit.
 std::mutex* g_maps_mu = new std::mutex;
@@ -210,7 +207,10 @@ void* MapShared(const DescRef& d, void* addr, size_t len, int prot, int map_flag
   bool too_many;
   {
     std::lock_guard<std::mutex> g(*g_maps_mu);
-    too_many = runs.size() > kMaxDirectRuns || g_direct_runs + runs.size() > DirectRunBudget();
+    // Only when the budget runs out: a direct map is coherent with every
+    // process (the pool's pages), a mirror only within this one and its
+    // forks (a SQLite WAL index shared by two processes needs the former).
+    too_many = g_direct_runs + runs.size() > DirectRunBudget();
   }
   if (too_many) return MapMirrored(d, addr, n, prot, map_flags, off);
   medium::Pool* pool = d->fsys->mount().vm().pool();
