@@ -3,9 +3,12 @@
  * made before the growth, a write is seen by pread and by a new map, and a
  * pwrite is seen through the map; mremap to a larger size maps the file's
  * next bytes; the same across two processes (a child started by exec, with
- * its own mount of the pool).
+ * its own mount of the pool); and two unrelated processes sharing a wide
+ * map (on a block-mapped pool, one of many runs) see each other's stores
+ * at once, with no msync, as a SQLite WAL index needs.
  * Usage: mmap_grow DIR            (runs every case; DIR under the mount)
- *        mmap_grow DIR child FILE (the second process; internal) */
+ *        mmap_grow DIR child FILE (the second process; internal)
+ *        mmap_grow DIR wide FILE RFD WFD (the wide case's second process) */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -143,6 +146,56 @@ static void two_processes(const char* self, const char* dir) {
   printf("ok two processes\n");
 }
 
+#define WIDE (256 * KIB) /* 64 blocks: 64 runs on a hashfs pool */
+
+/* The wide case's child: sees the parent's store, stores, says so on WFD,
+ * and stays alive (an exit would write back) until the parent has looked. */
+static int wide_child(const char* path, int rfd, int wfd) {
+  int fd = open(path, O_RDWR);
+  CHECK(fd >= 0, "wide child: open %s", path);
+  char* m = map(fd, 0, WIDE);
+  expect_mem(m + 200 * KIB, "child's map of the parent's store", "wide-parent");
+  memcpy(m + 100 * KIB, "wide-child", 10);
+  char c = 'x';
+  CHECK(write(wfd, &c, 1) == 1, "wide child: write");
+  CHECK(read(rfd, &c, 1) == 1, "wide child: read");
+  return 0;
+}
+
+static void two_processes_wide(const char* self, const char* dir) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/wide", dir);
+  int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+  CHECK(fd >= 0, "open %s", path);
+  static char block[4 * KIB];
+  /* Written block by block in reverse, so a block-mapped pool scatters it. */
+  for (long off = WIDE - 4 * KIB; off >= 0; off -= 4 * KIB)
+    CHECK(pwrite(fd, block, sizeof block, off) == (ssize_t)sizeof block, "pwrite at %ld", off);
+  char* a = map(fd, 0, WIDE);
+  memcpy(a + 200 * KIB, "wide-parent", 11);
+  int to_child[2], from_child[2];
+  CHECK(pipe(to_child) == 0 && pipe(from_child) == 0, "pipe");
+  pid_t pid = fork();
+  CHECK(pid >= 0, "fork");
+  if (pid == 0) {
+    char r[16], w[16];
+    snprintf(r, sizeof r, "%d", to_child[0]);
+    snprintf(w, sizeof w, "%d", from_child[1]);
+    execl(self, self, dir, "wide", path, r, w, (char*)NULL);
+    _exit(127);
+  }
+  char c;
+  CHECK(read(from_child[0], &c, 1) == 1, "the wide child died before storing");
+  expect_mem(a + 100 * KIB, "parent's map while the child lives", "wide-child");
+  CHECK(write(to_child[1], &c, 1) == 1, "write");
+  int status = 0;
+  CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "wide child failed (status %d)", status);
+  CHECK(munmap(a, WIDE) == 0, "munmap");
+  close(fd);
+  printf("ok two processes, a wide map\n");
+}
+
 /* A large overwrite (past the strict mode's log: written in place) and a
  * truncation down and up again, with maps held: still one content. */
 static void overwrite_and_truncate(const char* dir) {
@@ -197,6 +250,7 @@ static void remap(const char* dir) {
 
 int main(int argc, char** argv) {
   if (argc == 4 && strcmp(argv[2], "child") == 0) return child(argv[3]);
+  if (argc == 6 && strcmp(argv[2], "wide") == 0) return wide_child(argv[3], atoi(argv[4]), atoi(argv[5]));
   CHECK(argc == 2, "usage: mmap_grow DIR");
   one_process(argv[1], "small", 64 * KIB, 32 * KIB);      /* L1 -> L2: moved by copy unmapped */
   one_process(argv[1], "large", 4 * MIB, 3 * MIB);         /* past 2 MiB: pswap */
@@ -204,5 +258,6 @@ int main(int argc, char** argv) {
   overwrite_and_truncate(argv[1]);
   remap(argv[1]);
   two_processes(argv[0], argv[1]);
+  two_processes_wide(argv[0], argv[1]);
   return 0;
 }
