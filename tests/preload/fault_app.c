@@ -44,17 +44,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define KIB 1024L
-#define MIB (1024L * KIB)
-#define CHECK(c, ...)                                      \
-  do {                                                     \
-    if (!(c)) {                                            \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                        \
-      fprintf(stderr, " (errno %s)\n", strerror(errno));   \
-      exit(1);                                             \
-    }                                                      \
-  } while (0)
+#include "check_util.h"
 
 static void say(const char* s) { (void)!write(2, s, strlen(s)); }
 

@@ -16,37 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define KIB 1024L
-#define CHECK(c, ...)                                      \
-  do {                                                     \
-    if (!(c)) {                                            \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                        \
-      fprintf(stderr, " (errno %s)\n", strerror(errno));   \
-      exit(1);                                             \
-    }                                                      \
-  } while (0)
-
-static char* map(int fd, long off, long len) {
-  char* p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off);
-  CHECK(p != MAP_FAILED, "mmap off %ld len %ld", off, len);
-  return p;
-}
-
-static void put(int fd, long off, const char* s) {
-  CHECK(pwrite(fd, s, strlen(s), off) == (ssize_t)strlen(s), "pwrite at %ld", off);
-}
-
-static void expect_pread(int fd, long off, const char* s) {
-  char buf[64] = {0};
-  size_t n = strlen(s);
-  CHECK(pread(fd, buf, n, off) == (ssize_t)n, "pread at %ld", off);
-  CHECK(memcmp(buf, s, n) == 0, "pread at %ld: '%.*s', want '%s'", off, (int)n, buf, s);
-}
-
-static void expect_mem(const char* p, const char* what, const char* s) {
-  CHECK(memcmp(p, s, strlen(s)) == 0, "%s: '%.*s', want '%s'", what, (int)strlen(s), p, s);
-}
+#include "check_util.h"
 
 static long kernel_maps(void) {
   FILE* f = fopen("/proc/self/maps", "r");
