@@ -69,6 +69,24 @@ static void one_process(const char* dir, const char* name, long grow, long secon
   printf("ok %s: grown to %ld, second map at %ld\n", name, grow, second);
 }
 
+/* Starts argv[0] (this program, for a second process with its own mount of
+ * the pool) with `args`; returns its pid. */
+static pid_t spawn(char* const args[]) {
+  pid_t pid = fork();
+  CHECK(pid >= 0, "fork");
+  if (pid == 0) {
+    execv(args[0], args);
+    _exit(127);
+  }
+  return pid;
+}
+
+static void await_child(pid_t pid, const char* what) {
+  int status = 0;
+  CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s failed (status %d)", what, status);
+}
+
 /* The child: the parent has FILE (32 KiB) mapped and wrote through it. */
 static int child(const char* path) {
   int fd = open(path, O_RDWR);
@@ -94,15 +112,8 @@ static void two_processes(const char* self, const char* dir) {
   CHECK(ftruncate(fd, 32 * KIB) == 0, "ftruncate");
   char* a = map(fd, 0, 32 * KIB);
   memcpy(a + 100, "parent-map", 10);
-  pid_t pid = fork();
-  CHECK(pid >= 0, "fork");
-  if (pid == 0) {
-    execl(self, self, dir, "child", path, (char*)NULL);
-    _exit(127);
-  }
-  int status = 0;
-  CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
-  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child failed (status %d)", status);
+  char* args[] = {(char*)self, (char*)dir, "child", path, NULL};
+  await_child(spawn(args), "child");
   expect_mem(a + 200, "parent's map after the child's pwrite", "child-pwrite");
   expect_mem(a + 300, "parent's map after the child's store", "child-store");
   expect_pread(fd, 2 * MIB, "child-map");
@@ -144,22 +155,16 @@ static void two_processes_wide(const char* self, const char* dir) {
   memcpy(a + 200 * KIB, "wide-parent", 11);
   int to_child[2], from_child[2];
   CHECK(pipe(to_child) == 0 && pipe(from_child) == 0, "pipe");
-  pid_t pid = fork();
-  CHECK(pid >= 0, "fork");
-  if (pid == 0) {
-    char r[16], w[16];
-    snprintf(r, sizeof r, "%d", to_child[0]);
-    snprintf(w, sizeof w, "%d", from_child[1]);
-    execl(self, self, dir, "wide", path, r, w, (char*)NULL);
-    _exit(127);
-  }
+  char r[16], w[16];
+  snprintf(r, sizeof r, "%d", to_child[0]);
+  snprintf(w, sizeof w, "%d", from_child[1]);
+  char* args[] = {(char*)self, (char*)dir, "wide", path, r, w, NULL};
+  pid_t pid = spawn(args);
   char c;
   CHECK(read(from_child[0], &c, 1) == 1, "the wide child died before storing");
   expect_mem(a + 100 * KIB, "parent's map while the child lives", "wide-child");
   CHECK(write(to_child[1], &c, 1) == 1, "write");
-  int status = 0;
-  CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
-  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "wide child failed (status %d)", status);
+  await_child(pid, "wide child");
   CHECK(munmap(a, WIDE) == 0, "munmap");
   close(fd);
   printf("ok two processes, a wide map\n");
