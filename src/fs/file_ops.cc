@@ -167,8 +167,7 @@ Result<size_t> FileSystem::Read(OpenFile& f, void* buf, size_t n, int64_t off) {
   if (off < 0) pos = std::unique_lock<std::mutex>(f.pos_mu);
   uint64_t at = off < 0 ? f.offset : static_cast<uint64_t>(off);
   // Stores through maps of a mirrored file, in the range read, first.
-  if (n_mirrors_.load(std::memory_order_acquire) != 0 && n > 0)
-    MAPFS_RETURN_IF_ERROR(SyncMirror(f.ino, at, at + n < at ? UINT64_MAX : at + n));
+  if (n > 0) MAPFS_RETURN_IF_ERROR(SyncMirror(f.ino, at, at + n < at ? UINT64_MAX : at + n));
   InodeLock l(locks_.get(), f.ino, false);
   mount_->vm().Sync();
   auto r = data_->Read(Ino(f.ino), buf, n, at, f.ino);
@@ -190,7 +189,7 @@ Result<size_t> FileSystem::Write(OpenFile& f, const void* buf, size_t n, int64_t
   uint64_t old_size = in->size;
   auto r = data_->Write(in, inodes_->VoffOf(f.ino), buf, n, at, mode >= 0 ? static_cast<file::Mode>(mode) : f.mode,
                         Mapped(f.ino), f.ino);
-  if (r.ok() && *r > 0 && n_mirrors_.load(std::memory_order_acquire) != 0) {
+  if (r.ok() && *r > 0) {
     if (auto m = MirrorOf(f.ino)) {
       if (at > old_size) m->Zeroed(old_size, at);  // stores past the old end never reached the file
       m->Written(buf, at, *r);
@@ -234,7 +233,7 @@ Result<uint64_t> FileSystem::Seek(OpenFile& f, int64_t off, int whence) {
 }
 
 Status FileSystem::Fsync(OpenFile& f) {
-  if (n_mirrors_.load(std::memory_order_acquire) != 0) MAPFS_RETURN_IF_ERROR(SyncMirror(f.ino, 0, UINT64_MAX));
+  MAPFS_RETURN_IF_ERROR(SyncMirror(f.ino, 0, UINT64_MAX));
   InodeLock l(locks_.get(), f.ino, false);
   data_->Sync(Ino(f.ino), f.mapped.load() || Mapped(f.ino), f.ino);
   return Status::Ok();
@@ -252,10 +251,7 @@ Status FileSystem::Ftruncate(OpenFile& f, int64_t size) {
   uint64_t old_size = in->size;
   MAPFS_RETURN_IF_ERROR(
       data_->Truncate(in, inodes_->VoffOf(f.ino), static_cast<uint64_t>(size), f.mode, Mapped(f.ino), f.ino));
-  if (n_mirrors_.load(std::memory_order_acquire) != 0) {
-    if (auto m = MirrorOf(f.ino))
-      m->Zeroed(std::min(old_size, in->size), std::max(old_size, in->size));
-  }
+  if (auto m = MirrorOf(f.ino)) m->Zeroed(std::min(old_size, in->size), std::max(old_size, in->size));
   int64_t now = file::NowNs();
   medium::Store64(reinterpret_cast<uint64_t*>(&in->mtime_ns), static_cast<uint64_t>(now));
   medium::Store64(reinterpret_cast<uint64_t*>(&in->ctime_ns), static_cast<uint64_t>(now));
@@ -297,13 +293,12 @@ Status FileSystem::Fallocate(OpenFile& f, int mode, int64_t off, int64_t len) {
   uint64_t old_size = Ino(f.ino)->size;
   Status st = data_->Fallocate(Ino(f.ino), inodes_->VoffOf(f.ino), mode, static_cast<uint64_t>(off),
                                static_cast<uint64_t>(len), f.mode, Mapped(f.ino), f.ino);
-  if (st.ok() && n_mirrors_.load(std::memory_order_acquire) != 0) {
-    if (auto m = MirrorOf(f.ino)) {
-      uint64_t new_size = Ino(f.ino)->size;
-      if (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE))
-        m->Zeroed(static_cast<uint64_t>(off), static_cast<uint64_t>(off) + static_cast<uint64_t>(len));
-      if (new_size > old_size) m->Zeroed(old_size, new_size);
-    }
+  std::shared_ptr<MapMirror> m = st.ok() ? MirrorOf(f.ino) : nullptr;
+  if (m) {
+    uint64_t new_size = Ino(f.ino)->size;
+    if (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE))
+      m->Zeroed(static_cast<uint64_t>(off), static_cast<uint64_t>(off) + static_cast<uint64_t>(len));
+    if (new_size > old_size) m->Zeroed(old_size, new_size);
   }
   if (st.ok()) changes_->Data(f.ino, static_cast<uint64_t>(off), static_cast<uint64_t>(len));
   return st;
@@ -442,14 +437,13 @@ Status FileSystem::MapPool(OpenFile& f, uint64_t off, uint64_t len, std::vector<
 }
 
 std::shared_ptr<MapMirror> FileSystem::MirrorOf(uint64_t ino) {
+  if (n_mirrors_.load(std::memory_order_acquire) == 0) return nullptr;  // no lock when none exists
   std::lock_guard<std::mutex> g(mirrors_mu_);
   auto it = mirrors_.find(ino);
   return it == mirrors_.end() ? nullptr : it->second;
 }
 
-bool FileSystem::Mirrored(uint64_t ino) {
-  return n_mirrors_.load(std::memory_order_acquire) != 0 && MirrorOf(ino) != nullptr;
-}
+bool FileSystem::Mirrored(uint64_t ino) { return MirrorOf(ino) != nullptr; }
 
 Result<int> FileSystem::MirrorFd(OpenFile& f, uint64_t end) {
   if (f.is_dir) return Status::Error(EISDIR, "is a directory");

@@ -364,7 +364,7 @@ class FileSystem {
   std::map<uint64_t, std::vector<BlockView>> block_views_;
   Result<char*> MapBlocks(OpenFile& f, uint64_t* cap);
   // The mirrors of this process (MirrorFd), by inode number; n_mirrors_
-  // lets the calls on files that have none skip the lock.
+  // lets MirrorOf (every data call's check) skip the lock while none exists.
   std::mutex mirrors_mu_;
   std::map<uint64_t, std::shared_ptr<MapMirror>> mirrors_;
   std::atomic<size_t> n_mirrors_{0};
