@@ -5,10 +5,12 @@
 #define MAPFS_TESTS_PRELOAD_CHECK_UTIL_H
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define KIB 1024L
@@ -22,6 +24,16 @@
       exit(1);                                             \
     }                                                      \
   } while (0)
+
+/* Creates (or empties) DIR/NAME for reading and writing; its path goes to
+ * path[PATH_BYTES]. */
+#define PATH_BYTES 4096
+static inline int create_in(const char* dir, const char* name, char* path) {
+  snprintf(path, PATH_BYTES, "%s/%s", dir, name);
+  int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+  CHECK(fd >= 0, "open %s", path);
+  return fd;
+}
 
 /* A shared, writable map of [off, off+len) of fd. */
 static inline char* map(int fd, long off, long len) {
@@ -43,6 +55,24 @@ static inline void expect_pread(int fd, long off, const char* s) {
 
 static inline void expect_mem(const char* p, const char* what, const char* s) {
   CHECK(memcmp(p, s, strlen(s)) == 0, "%s: '%.*s', want '%s'", what, (int)strlen(s), p, s);
+}
+
+/* Starts argv[0] (this program, for a second process with its own mount of
+ * the pool) with `args`; returns its pid. */
+static inline pid_t spawn(char* const args[]) {
+  pid_t pid = fork();
+  CHECK(pid >= 0, "fork");
+  if (pid == 0) {
+    execv(args[0], args);
+    _exit(127);
+  }
+  return pid;
+}
+
+static inline void await_child(pid_t pid, const char* what) {
+  int status = 0;
+  CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s failed (status %d)", what, status);
 }
 
 #endif

@@ -24,10 +24,8 @@
 /* A 32 KiB file mapped, grown to `grow` bytes with pwrite, the range at
  * `second` mapped: both maps, pread and pwrite agree, both ways. */
 static void one_process(const char* dir, const char* name, long grow, long second) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-  CHECK(fd >= 0, "open %s", path);
+  char path[PATH_BYTES];
+  int fd = create_in(dir, name, path);
   CHECK(ftruncate(fd, 32 * KIB) == 0, "ftruncate");
   char* a = map(fd, 0, 32 * KIB);
   memcpy(a + 100, "before-growth", 13);
@@ -69,24 +67,6 @@ static void one_process(const char* dir, const char* name, long grow, long secon
   printf("ok %s: grown to %ld, second map at %ld\n", name, grow, second);
 }
 
-/* Starts argv[0] (this program, for a second process with its own mount of
- * the pool) with `args`; returns its pid. */
-static pid_t spawn(char* const args[]) {
-  pid_t pid = fork();
-  CHECK(pid >= 0, "fork");
-  if (pid == 0) {
-    execv(args[0], args);
-    _exit(127);
-  }
-  return pid;
-}
-
-static void await_child(pid_t pid, const char* what) {
-  int status = 0;
-  CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
-  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s failed (status %d)", what, status);
-}
-
 /* The child: the parent has FILE (32 KiB) mapped and wrote through it. */
 static int child(const char* path) {
   int fd = open(path, O_RDWR);
@@ -105,10 +85,8 @@ static int child(const char* path) {
 }
 
 static void two_processes(const char* self, const char* dir) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s/two", dir);
-  int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-  CHECK(fd >= 0, "open %s", path);
+  char path[PATH_BYTES];
+  int fd = create_in(dir, "two", path);
   CHECK(ftruncate(fd, 32 * KIB) == 0, "ftruncate");
   char* a = map(fd, 0, 32 * KIB);
   memcpy(a + 100, "parent-map", 10);
@@ -143,10 +121,8 @@ static int wide_child(const char* path, int rfd, int wfd) {
 }
 
 static void two_processes_wide(const char* self, const char* dir) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s/wide", dir);
-  int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-  CHECK(fd >= 0, "open %s", path);
+  char path[PATH_BYTES];
+  int fd = create_in(dir, "wide", path);
   static char block[4 * KIB];
   /* Written block by block in reverse, so a block-mapped pool scatters it. */
   for (long off = WIDE - 4 * KIB; off >= 0; off -= 4 * KIB)
@@ -173,10 +149,8 @@ static void two_processes_wide(const char* self, const char* dir) {
 /* A large overwrite (past the strict mode's log: written in place) and a
  * truncation down and up again, with maps held: still one content. */
 static void overwrite_and_truncate(const char* dir) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s/trunc", dir);
-  int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-  CHECK(fd >= 0, "open %s", path);
+  char path[PATH_BYTES];
+  int fd = create_in(dir, "trunc", path);
   CHECK(ftruncate(fd, 4 * MIB) == 0, "ftruncate");
   char* a = map(fd, 0, 1 * MIB);
   char* b = map(fd, 3 * MIB, 32 * KIB);
@@ -202,10 +176,8 @@ static void overwrite_and_truncate(const char* dir) {
 /* mremap of a shared map to a larger size maps the file's next bytes (not
  * whatever follows in the pool), and stays coherent. */
 static void remap(const char* dir) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s/remap", dir);
-  int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-  CHECK(fd >= 0, "open %s", path);
+  char path[PATH_BYTES];
+  int fd = create_in(dir, "remap", path);
   CHECK(ftruncate(fd, 32 * KIB) == 0, "ftruncate");
   char* a = map(fd, 0, 32 * KIB);
   memcpy(a + 10, "first", 5);

@@ -28,10 +28,8 @@ static long kernel_maps(void) {
 }
 
 static int open_new(const char* dir, const char* name, long size) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-  CHECK(fd >= 0, "open %s", path);
+  char path[PATH_BYTES];
+  int fd = create_in(dir, name, path);
   /* Written block by block with another file's blocks in between, so that
    * no design gives it one contiguous run. */
   char other_path[4200];
@@ -151,15 +149,8 @@ static void other_process(const char* self, const char* dir) {
   CHECK(munmap(m, size) == 0, "munmap");
   char path[4096];
   snprintf(path, sizeof path, "%s/other", dir);
-  pid_t pid = fork();
-  CHECK(pid >= 0, "fork");
-  if (pid == 0) {
-    execl(self, self, dir, "child", path, (char*)NULL);
-    _exit(127);
-  }
-  int status = 0;
-  CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
-  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child failed (status %d)", status);
+  char* args[] = {(char*)self, (char*)dir, "child", path, NULL};
+  await_child(spawn(args), "child");
   close(fd);
   printf("ok another process\n");
 }
