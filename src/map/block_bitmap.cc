@@ -20,9 +20,12 @@ BlockBitmap::BlockBitmap(uint64_t* words, uint64_t pool_off, uint64_t nblocks)
 
 uint64_t BlockBitmap::Word(uint64_t w) const {
   if (mark_[w]) return shadow_[w];
-  uint64_t v = Load64(&words_[w]);
-  if (w == nwords_ - 1 && nblocks_ % 64) v &= (uint64_t{1} << (nblocks_ % 64)) - 1;
-  return v;
+  return Load64(&words_[w]) & ValidBits(w);
+}
+
+uint64_t BlockBitmap::ValidBits(uint64_t w) const {
+  if (w == nwords_ - 1 && nblocks_ % 64) return (uint64_t{1} << (nblocks_ % 64)) - 1;
+  return ~uint64_t{0};
 }
 
 void BlockBitmap::Load() {
@@ -56,8 +59,7 @@ Result<std::pair<uint64_t, uint64_t>> BlockBitmap::Alloc(uint64_t want, uint64_t
     // Next fit by words: skip full words, then the first clear bit.
     uint64_t w = rover_ / 64;
     for (uint64_t i = 0; i <= nwords_; i++, w = (w + 1 == nwords_ ? 0 : w + 1)) {
-      uint64_t free_bits = ~Word(w);
-      if (w == nwords_ - 1 && nblocks_ % 64) free_bits &= (uint64_t{1} << (nblocks_ % 64)) - 1;
+      uint64_t free_bits = ~Word(w) & ValidBits(w);
       if (free_bits) {
         start = w * 64 + static_cast<uint64_t>(__builtin_ctzll(free_bits));
         break;
@@ -80,8 +82,7 @@ Result<std::pair<uint64_t, uint64_t>> BlockBitmap::Alloc(uint64_t want, uint64_t
 Result<std::pair<uint64_t, uint64_t>> BlockBitmap::AllocHigh() {
   uint64_t w = high_ < nwords_ ? high_ : nwords_ - 1;
   for (uint64_t i = 0; i < nwords_; i++, w = (w == 0 ? nwords_ - 1 : w - 1)) {
-    uint64_t free_bits = ~Word(w);
-    if (w == nwords_ - 1 && nblocks_ % 64) free_bits &= (uint64_t{1} << (nblocks_ % 64)) - 1;
+    uint64_t free_bits = ~Word(w) & ValidBits(w);
     if (!free_bits) continue;
     uint64_t b = w * 64 + 63 - static_cast<uint64_t>(__builtin_clzll(free_bits));
     Touch(w);

@@ -64,6 +64,8 @@ class BlockBitmap {
   // Word w as this step sees it: the shadow if the step changed it, else
   // the area's (bits past nblocks cleared).
   uint64_t Word(uint64_t w) const;
+  // The bits of word w that name blocks (all but the last word's tail).
+  uint64_t ValidBits(uint64_t w) const;
 
   uint64_t* words_;
   uint64_t pool_off_;
