@@ -340,18 +340,27 @@ std::string Damage(std::string* img, const Structure& s, Kind k, Rng& rng, bool*
   return d;
 }
 
+// Every test starts from a populated pool: `pool`, and `good`, its image
+// (MakeImage).
+class crash_damaged : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::access(MAPFS_CLI, X_OK) != 0) GTEST_SKIP() << "no mapfs CLI at " << MAPFS_CLI;
+    ASSERT_EQ(pool.error(), "");
+    good = MakeImage(pool.path());
+    ASSERT_FALSE(good.empty()) << "could not populate the pool";
+  }
+  FsPool pool{ImagePoolSize()};
+  std::string good;
+};
+
 struct Outcome {
   long images = 0, refused = 0, reported = 0, undetected = 0, repaired = 0, beyond = 0;
 };
 
-TEST(crash_damaged, EveryStructure) {
-  if (::access(MAPFS_CLI, X_OK) != 0) GTEST_SKIP() << "no mapfs CLI at " << MAPFS_CLI;
+TEST_F(crash_damaged, EveryStructure) {
   const uint64_t seed = Seed();
   std::printf("seed %llu (MAPFS_CRASH_SEED)\n", static_cast<unsigned long long>(seed));
-  FsPool pool(ImagePoolSize());
-  ASSERT_EQ(pool.error(), "");
-  const std::string good = MakeImage(pool.path());
-  ASSERT_FALSE(good.empty()) << "could not populate the pool";
   PoolImage pi(good);
   auto structures = pi.Structures();
   const std::string img = pool.path() + ".damaged", local = pool.path() + ".local";
@@ -458,12 +467,7 @@ TEST(crash_damaged, EveryStructure) {
 // formatted a file system over the old (after an unclean shutdown it first
 // freed every partition as a leak). Now the mount refuses, naming the word,
 // and nothing is lost: with the word put back, every file is there.
-TEST(crash_damaged, LostSuperblockPointerIsRefused) {
-  if (::access(MAPFS_CLI, X_OK) != 0) GTEST_SKIP() << "no mapfs CLI at " << MAPFS_CLI;
-  FsPool pool(ImagePoolSize());
-  ASSERT_EQ(pool.error(), "");
-  const std::string good = MakeImage(pool.path());
-  ASSERT_FALSE(good.empty());
+TEST_F(crash_damaged, LostSuperblockPointerIsRefused) {
   constexpr uint64_t kSuperWord = medium::format::kStateOff + offsetof(medium::format::PoolState, fs_super);
   constexpr uint64_t kDirtyWord = medium::format::kStateOff + offsetof(medium::format::PoolState, dirty);
   for (bool dirty : {false, true}) {
@@ -503,12 +507,8 @@ TEST(crash_damaged, LostSuperblockPointerIsRefused) {
 // damage (here an L3 partition header) was closed as clean, so the next
 // mount skipped recovery and served the damaged pool (then crashed reading
 // it). The pool must stay dirty: every mount refuses the same way.
-TEST(crash_damaged, FailedRecoveryKeepsThePoolDirty) {
-  if (::access(MAPFS_CLI, X_OK) != 0) GTEST_SKIP() << "no mapfs CLI at " << MAPFS_CLI;
-  FsPool pool(ImagePoolSize());
-  ASSERT_EQ(pool.error(), "");
-  std::string img = MakeImage(pool.path());
-  ASSERT_FALSE(img.empty());
+TEST_F(crash_damaged, FailedRecoveryKeepsThePoolDirty) {
+  std::string img = good;
   constexpr uint64_t kDirtyWord = medium::format::kStateOff + offsetof(medium::format::PoolState, dirty);
   uint64_t l3 = 0;
   for (auto& r : PoolImage(img).PartitionHeaders())
@@ -532,12 +532,7 @@ TEST(crash_damaged, FailedRecoveryKeepsThePoolDirty) {
 // Regression (found by the fuzzer): a regular file's partition word naming
 // a partition outside the region sent reads and writes there (SIGSEGV).
 // They fail with EUCLEAN now, fsck reports the inode, and the rest works.
-TEST(crash_damaged, DamagedPartitionWordFailsTheCall) {
-  if (::access(MAPFS_CLI, X_OK) != 0) GTEST_SKIP() << "no mapfs CLI at " << MAPFS_CLI;
-  FsPool pool(ImagePoolSize());
-  ASSERT_EQ(pool.error(), "");
-  const std::string good = MakeImage(pool.path());
-  ASSERT_FALSE(good.empty());
+TEST_F(crash_damaged, DamagedPartitionWordFailsTheCall) {
   PoolImage pi(good);
   std::vector<uint64_t> victims;  // /l1 (20000 bytes, L1) and /big (L3+)
   for (auto& [ino, p] : pi.Inodes()) {
@@ -573,12 +568,8 @@ TEST(crash_damaged, DamagedPartitionWordFailsTheCall) {
 // its pages and left unbacked ones to the fault handler, which allocates
 // them; where it could not (the page bitmap full or damaged) the reader died
 // of SIGSEGV. A read copies backed pages and zeroes holes, allocating none.
-TEST(crash_damaged, ReadOfUnbackedPagesNeverFaults) {
-  if (::access(MAPFS_CLI, X_OK) != 0) GTEST_SKIP() << "no mapfs CLI at " << MAPFS_CLI;
-  FsPool pool(ImagePoolSize());
-  ASSERT_EQ(pool.error(), "");
-  std::string img = MakeImage(pool.path());
-  ASSERT_FALSE(img.empty());
+TEST_F(crash_damaged, ReadOfUnbackedPagesNeverFaults) {
+  std::string img = good;
   PoolImage pi(img);
   uint64_t small = 0;
   for (auto& [ino, p] : pi.Inodes()) {
@@ -604,12 +595,7 @@ TEST(crash_damaged, ReadOfUnbackedPagesNeverFaults) {
 // Regression (found by the fuzzer): readlink of a long symlink copied its
 // target from wherever its partition word pointed (outside the region, or a
 // page nothing backs): SIGSEGV. It fails with EUCLEAN now.
-TEST(crash_damaged, DamagedSymlinkTargetFailsTheCall) {
-  if (::access(MAPFS_CLI, X_OK) != 0) GTEST_SKIP() << "no mapfs CLI at " << MAPFS_CLI;
-  FsPool pool(ImagePoolSize());
-  ASSERT_EQ(pool.error(), "");
-  const std::string good = MakeImage(pool.path());
-  ASSERT_FALSE(good.empty());
+TEST_F(crash_damaged, DamagedSymlinkTargetFailsTheCall) {
   PoolImage pi(good);
   uint64_t link = 0;
   for (auto& [ino, p] : pi.Inodes()) {
@@ -637,12 +623,7 @@ TEST(crash_damaged, DamagedSymlinkTargetFailsTheCall) {
 // in a pool that could not allocate the page the fault killed fsck
 // (SIGSEGV). Segments are backed when the table opens (or the mount fails),
 // directory references to unbacked pages are damage.
-TEST(crash_damaged, UnbackedMetadataIsDamageNotAFault) {
-  if (::access(MAPFS_CLI, X_OK) != 0) GTEST_SKIP() << "no mapfs CLI at " << MAPFS_CLI;
-  FsPool pool(ImagePoolSize());
-  ASSERT_EQ(pool.error(), "");
-  const std::string good = MakeImage(pool.path());
-  ASSERT_FALSE(good.empty());
+TEST_F(crash_damaged, UnbackedMetadataIsDamageNotAFault) {
   PoolImage pi(good);
   const auto& h = pi.header();
   const uint64_t region = uint64_t{1} << h.vspace_shift;
@@ -680,12 +661,8 @@ TEST(crash_damaged, UnbackedMetadataIsDamageNotAFault) {
 // inodes but not those of the bitmap's own slots, said "all repaired", and
 // the next create was handed the bitmap slot and failed. fsck reports the
 // clear bits and --repair sets them.
-TEST(crash_damaged, RepairRestoresTheBitmapsOwnSlots) {
-  if (::access(MAPFS_CLI, X_OK) != 0) GTEST_SKIP() << "no mapfs CLI at " << MAPFS_CLI;
-  FsPool pool(ImagePoolSize());
-  ASSERT_EQ(pool.error(), "");
-  std::string img = MakeImage(pool.path());
-  ASSERT_FALSE(img.empty());
+TEST_F(crash_damaged, RepairRestoresTheBitmapsOwnSlots) {
+  std::string img = good;
   PoolImage pi(img);
   auto sb = pi.Super();
   ASSERT_GE(sb.segments, 2u);
@@ -732,12 +709,7 @@ void LowEntries(const PoolImage& pi, uint64_t table, int level, size_t per_table
 // (a mount reading the inode table, fsck, a read) died of SIGBUS. Damaged
 // entries are never mapped, walked or freed now: the calls that need them
 // fail with EUCLEAN, fsck reports them and --repair clears them.
-TEST(crash_damaged, DamagedPageTableEntryFailsTheCall) {
-  if (::access(MAPFS_CLI, X_OK) != 0) GTEST_SKIP() << "no mapfs CLI at " << MAPFS_CLI;
-  FsPool pool(ImagePoolSize());
-  ASSERT_EQ(pool.error(), "");
-  const std::string good = MakeImage(pool.path());
-  ASSERT_FALSE(good.empty());
+TEST_F(crash_damaged, DamagedPageTableEntryFailsTheCall) {
   PoolImage pi(good);
   std::vector<uint64_t> entries;
   LowEntries(pi, pi.header().ppt_root_off, 3, 3, &entries);
