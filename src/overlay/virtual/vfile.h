@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "medium/persist.h"
 #include "overlay/engine.h"
 #include "overlay/virtual/format.h"
 
@@ -73,6 +74,14 @@ class VFile {
   const pmem::MetaHeader& header() const { return hdr_; }
   bool dax() const { return dax_; }
   bool writable() const { return writable_; }
+  // For handles kept attached after their last close (engine.cc): the
+  // file's last name is gone (its blocks go back to the kernel only when
+  // the handle does), and the blocks waiting in limbo for calls that
+  // have returned go back to the bitmap now rather than at the handle's end.
+  bool Unlinked() const;
+  void ReclaimIdle() {
+    if (writable_) Reclaim(false);
+  }
   // fsck: checks the table, the log since the checkpoint and the bitmap
   // against each other (vcheck.cc). EUCLEAN with a message on damage.
   Status Check(std::string* report);
@@ -103,6 +112,9 @@ class VFile {
   Status Commit(uint64_t entry, uint64_t* seq_out, const uint64_t* head, uint64_t head_v,
                 const uint64_t* tail, uint64_t tail_v, const uint64_t* expect_size, bool* retry_copy);
   Status Durable(bool before_commit);
+  // Warms the cache lines of the blocks a next write of nb blocks will
+  // most likely get (vwrite.cc).
+  void PrefetchNext(uint32_t nb);
   // Allocation from the bitmap (lock-free), growing the file by fallocate.
   Status Alloc(uint32_t n, uint32_t* runs_phys, uint32_t* runs_len, uint32_t* nruns, uint32_t max_runs);
   void Free(uint32_t phys, uint32_t n);
@@ -132,11 +144,34 @@ class VFile {
   void Reclaim(bool all);
   Result<size_t> PwriteUnpinned(const void* buf, size_t n, uint64_t off);
 
-  // Fills this process's page tables for the 2 MiB chunk of the file
-  // holding `phys`, once: one madvise instead of a page fault per 4 KiB
-  // block (copy-on-write touches a fresh block on every write).
-  void Touch(uint64_t phys);
-  std::unique_ptr<std::atomic<uint8_t>[]> populated_;
+  // Makes sure this process's page tables map blocks [phys, phys+n)
+  // writable (readable for a read-only handle): per 2 MiB chunk of the
+  // file, one madvise(MADV_POPULATE_*) fills it from the last populated
+  // block up to the chunk's end or phys_end, instead of a page fault per
+  // 4 KiB block (copy-on-write touches a fresh block on every write).
+  void Touch(uint64_t phys, uint64_t n = 1);
+  // Per chunk: how many of its blocks, from its start, are populated.
+  std::unique_ptr<std::atomic<uint16_t>[]> populated_;
+
+  // Stores into the mapping. On DAX the mapping is the medium: data goes by
+  // non-temporal stores, metadata lines are written back, and a fence makes
+  // them durable. Elsewhere it is the page cache, made durable only by
+  // fdatasync (Durable, Sync): a cache-line write-back buys nothing there
+  // and costs a cache miss at the next touch of the line (clwb evicts it on
+  // common CPUs: the log slot's next CAS, the bitmap word's next
+  // allocation), and plain stores (x86 keeps them in order, so the commit
+  // CAS publishes them without a fence) beat non-temporal ones into page-
+  // cache pages. Both go through the medium layer.
+  void CopyData(char* dst, const void* src, size_t n) const {
+    if (dax_)
+      ::mapfs::medium::CopyNt(dst, src, n);
+    else
+      ::mapfs::medium::Write(dst, src, n);
+  }
+  void ZeroData(char* dst, size_t n) const;
+  void FlushMeta(const void* p, size_t n) const {
+    if (dax_) ::mapfs::medium::Flush(p, n);
+  }
 
   pmem::MetaHeader hdr_{};
   std::atomic<uint64_t> epoch_{1};
