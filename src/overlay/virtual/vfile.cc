@@ -103,7 +103,7 @@ Result<bool> IsVirtualized(int fd) {
   return false;
 }
 
-Result<std::unique_ptr<VFile>> VFile::Attach(int fd, bool writable, Mode mode) {
+Result<MetaHeader> ReadHeader(int fd) {
   MetaHeader h{};
   ssize_t r = pread(fd, &h, sizeof(h), 0);
   if (r < 0) return Status::FromErrno("virtual: read header");
@@ -125,6 +125,14 @@ Result<std::unique_ptr<VFile>> VFile::Attach(int fd, bool writable, Mode mode) {
   if (fstat(fd, &st) != 0) return Status::FromErrno("virtual: fstat");
   if (static_cast<uint64_t>(st.st_size) < uint64_t{h.data_start} * kBlockSize)
     return Status::Error(EUCLEAN, "virtual: file shorter than its metadata region");
+  return h;
+}
+
+Result<std::unique_ptr<VFile>> VFile::Attach(int fd, bool writable, Mode mode) {
+  auto hr = ReadHeader(fd);
+  if (!hr.ok()) return hr.status();
+  const MetaHeader& h = *hr;
+  struct stat st {};
   std::unique_ptr<VFile> f(new VFile());
   f->hdr_ = h;
   f->mode_ = mode;

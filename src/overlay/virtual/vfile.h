@@ -50,6 +50,18 @@ Status Format(int fd, const FormatOptions& o = {});
 // not virtualized). Errors only for I/O failures.
 Result<bool> IsVirtualized(int fd);
 
+// Reads and checks the meta block header of the virtualized file open as
+// `fd` (magic, checksum, version, geometry, a file long enough for its
+// metadata): EINVAL for a plain file, EUCLEAN with a message on damage.
+Result<pmem::MetaHeader> ReadHeader(int fd);
+// The content size of the virtualized file open as `fd` (readable), as an
+// attach would find it after recovery (the checkpointed size, then the log
+// since the checkpoint), without attaching: a read-only map of the meta
+// block and the log, and a read of each record block the log names. Every
+// entry is bounds-checked as a replay checks it (EUCLEAN on damage). For a
+// stat of a file this process does not hold (vstat.cc).
+Result<uint64_t> ContentSize(int fd);
+
 class VFile {
  public:
   // Attaches to the virtualized file open as `fd` (not taken: VFile
