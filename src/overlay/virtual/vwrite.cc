@@ -108,22 +108,6 @@ Status VFile::Commit(uint64_t entry, uint64_t* seq_out, const uint64_t* head, ui
   }
 }
 
-void VFile::PrefetchNext(uint32_t nb) {
-  // The next write's fresh blocks are most likely those at the allocation
-  // hint. Their lines are cold (last written a log's worth of writes ago),
-  // and a copy into cold lines waits for each line to be read for
-  // ownership; the page cache's pages are not contiguous, so the hardware
-  // prefetcher stops at each 4 KiB page. Asking for them now overlaps those
-  // reads with whatever the caller does until its next write. Only a hint:
-  // a block that turns out not to be free is merely warmer.
-  uint64_t hint = persist::Load64(&shared()->alloc_hint);
-  uint64_t n = std::min<uint32_t>(nb, 4);
-  if (hint < hdr_.data_start || hint + n > persist::Load64(&shared()->phys_end)) return;
-  if (populated_[hint / 512].load(std::memory_order_relaxed) < hint % 512 + n) return;  // would fault
-  const char* p = base_ + hint * kBlockSize;
-  for (uint64_t i = 0; i < n * kBlockSize; i += 64) __builtin_prefetch(p + i, 1, 3);
-}
-
 Result<size_t> VFile::WriteOnce(const char* buf, size_t n, uint64_t off, const uint64_t* expect_size) {
   const uint64_t b0 = off / kBlockSize, b1 = (off + n - 1) / kBlockSize;
   const uint32_t nb = static_cast<uint32_t>(b1 - b0 + 1);
@@ -208,7 +192,6 @@ Result<size_t> VFile::WriteOnce(const char* buf, size_t n, uint64_t off, const u
     // is waiting (without waiting for another process's).
     MAPFS_RETURN_IF_ERROR(CatchUp());
     if (seq + 1 - persist::Load64(&shared()->ckpt_seq) >= hdr_.log_slots / 2) MAPFS_RETURN_IF_ERROR(Gc(false));
-    PrefetchNext(nb);
     return n;
   }
 }
