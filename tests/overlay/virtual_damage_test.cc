@@ -1,7 +1,8 @@
 // Damaged virtualized files: bytes of the meta block, the block table, the
 // log and a record block flipped. Opening, reading or fsck must report
 // EUCLEAN with a message naming the structure, never crash or read outside
-// the file (the ASan build runs this suite too); random flips anywhere in
+// the file (the ASan build runs this suite too) — a stat's size read without
+// attaching (ContentSize) as well; random flips anywhere in
 // the metadata are refused or tolerated, never a crash.
 #include <fcntl.h>
 #include <unistd.h>
@@ -62,10 +63,19 @@ class VirtualDamage : public ::testing::Test {
     ASSERT_EQ(pwrite(fd, &b, 1, static_cast<off_t>(off)), 1);
     close(fd);
   }
-  // Open (recovery) + read all + fsck; the first error, or OK.
+  // A stat's size without attaching (ContentSize), open (recovery) + read
+  // all + fsck; the first error, or OK. Where both the stat and the open
+  // accept the file, they agree on its size.
   Status OpenReadCheck() {
+    int fd = open(path_.c_str(), O_RDONLY);
+    auto cs = ContentSize(fd);
+    close(fd);
+    if (!cs.ok()) return cs.status();
     auto f = OpenVirtual(path_, false);
     if (!f.ok()) return f.status();
+    auto size = (*f)->Size();
+    if (!size.ok()) return size.status();
+    EXPECT_EQ(*cs, *size) << "stat without attaching and recovery disagree";
     std::vector<char> buf(1 << 20);
     auto r = (*f)->Pread(buf.data(), buf.size(), 0);
     if (!r.ok()) return r.status();

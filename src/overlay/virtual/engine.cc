@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <linux/falloc.h>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -148,8 +149,10 @@ class VirtualFile final : public OverlayFile {
   Status Close() override {
     // Every write is committed (and, in sync/strict mode, durable) when it
     // returns: nothing is pending; posix mode need not be durable here.
-    // Maps of the file outlive the descriptor (they hold the VFile).
+    // Maps of the file outlive the descriptor (they hold the VFile), and so
+    // does the engine's keep list (VirtualEngine::Keep).
     Status st = Status::Ok();
+    f_->ReclaimIdle();
     f_.reset();
     int fd = fd_;
     fd_ = -1;
@@ -240,16 +243,38 @@ class VirtualEngine final : public Engine {
  private:
   using Key = std::pair<dev_t, ino_t>;
 
+  // Keeps `f` attached after its last close (under mu_), as the split
+  // engine keeps its maps: reopening the file then costs no mmap, no replay
+  // of the log since the checkpoint and no refilling of page tables
+  // (MADV_POPULATE per 2 MiB), and closing it no munmap. At most kKeep
+  // files, the least recently adopted let go first; a kept file whose last
+  // name is gone is let go at the next adoption, so its space returns to
+  // the kernel then, not at exit. A kept handle is one of the same inode
+  // (it holds the file open), so it serves any later open of the file.
+  void Keep(const Key& k, const std::shared_ptr<VFile>& f) {
+    Forget(k);
+    for (auto it = kept_.begin(); it != kept_.end();) it = it->second->Unlinked() ? kept_.erase(it) : it + 1;
+    kept_.emplace_front(k, f);
+    if (kept_.size() > kKeep) kept_.pop_back();
+  }
+  // Drops the engine's hold on the file `k` (under mu_): it was found plain,
+  // or is about to be formatted afresh (emptied by the kernel meanwhile).
+  void Forget(const Key& k) {
+    for (auto it = kept_.begin(); it != kept_.end(); ++it)
+      if (it->first == k) {
+        kept_.erase(it);
+        return;
+      }
+  }
+
   Status FixStatOpen(int fd, struct stat* st) {
     auto v = vrt::IsVirtualized(fd);
     if (!v.ok() || !*v) return Status::Ok();
+    // A file this process holds answers from its replay; any other is not
+    // attached for a stat (ContentSize reads only its log since the
+    // checkpoint), so `ls -l` of a directory stays cheap.
     std::shared_ptr<VFile> f = Find({st->st_dev, st->st_ino});
-    if (!f) {
-      auto a = VFile::Attach(fd, false, opt_.mode);
-      if (!a.ok()) return a.status();
-      f = std::move(*a);
-    }
-    auto size = f->Size();
+    auto size = f ? f->Size() : vrt::ContentSize(fd);
     if (!size.ok()) return size.status();
     st->st_size = static_cast<off_t>(*size);
     return Status::Ok();
@@ -293,6 +318,12 @@ class VirtualEngine final : public Engine {
       // two processes creating one file from formatting it twice.
       int rw = open(("/proc/self/fd/" + std::to_string(fd)).c_str(), O_RDWR | O_CLOEXEC);
       if (rw < 0) return Status::FromErrno("virtual: reopen to format");
+      {
+        // A handle kept on this inode describes a format the kernel cut.
+        std::lock_guard<std::mutex> g(mu_);
+        Forget({st.st_dev, st.st_ino});
+        files_.erase({st.st_dev, st.st_ino});
+      }
       Status s = Status::Ok();
       if (flock(rw, LOCK_EX) == 0) {
         struct stat now {};
@@ -304,7 +335,11 @@ class VirtualEngine final : public Engine {
     }
     auto v = IsVirtualizedAny(fd);
     if (!v.ok()) return v.status();
-    if (!*v) return std::unique_ptr<OverlayFile>(new PlainFile(fd));
+    if (!*v) {
+      std::lock_guard<std::mutex> g(mu_);
+      Forget({st.st_dev, st.st_ino});
+      return std::unique_ptr<OverlayFile>(new PlainFile(fd));
+    }
     std::shared_ptr<VFile> f;
     {
       std::lock_guard<std::mutex> g(mu_);
@@ -324,6 +359,7 @@ class VirtualEngine final : public Engine {
         f = std::shared_ptr<VFile>(std::move(*a));
         files_[k] = f;
       }
+      Keep(k, f);
     }
     auto views = ViewsOf({st.st_dev, st.st_ino});
     if (trunc) {
@@ -349,6 +385,8 @@ class VirtualEngine final : public Engine {
   std::mutex mu_;
   std::map<Key, std::weak_ptr<VFile>> files_;
   std::map<Key, std::weak_ptr<vrt::ViewList>> lists_;
+  static constexpr size_t kKeep = 8;
+  std::deque<std::pair<Key, std::shared_ptr<VFile>>> kept_;  // most recently adopted first
   vrt::ViewRegistry views_;
 };
 

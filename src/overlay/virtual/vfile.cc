@@ -103,7 +103,7 @@ Result<bool> IsVirtualized(int fd) {
   return false;
 }
 
-Result<std::unique_ptr<VFile>> VFile::Attach(int fd, bool writable, Mode mode) {
+Result<MetaHeader> ReadHeader(int fd) {
   MetaHeader h{};
   ssize_t r = pread(fd, &h, sizeof(h), 0);
   if (r < 0) return Status::FromErrno("virtual: read header");
@@ -125,6 +125,14 @@ Result<std::unique_ptr<VFile>> VFile::Attach(int fd, bool writable, Mode mode) {
   if (fstat(fd, &st) != 0) return Status::FromErrno("virtual: fstat");
   if (static_cast<uint64_t>(st.st_size) < uint64_t{h.data_start} * kBlockSize)
     return Status::Error(EUCLEAN, "virtual: file shorter than its metadata region");
+  return h;
+}
+
+Result<std::unique_ptr<VFile>> VFile::Attach(int fd, bool writable, Mode mode) {
+  auto hr = ReadHeader(fd);
+  if (!hr.ok()) return hr.status();
+  const MetaHeader& h = *hr;
+  struct stat st {};
   std::unique_ptr<VFile> f(new VFile());
   f->hdr_ = h;
   f->mode_ = mode;
@@ -174,18 +182,37 @@ Status VFile::Map(int fd, bool writable) {
   void* d = mmap(nullptr, dtable_len_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (d == MAP_FAILED) return Status::FromErrno("virtual: table memory");
   dtable_ = static_cast<uint64_t*>(d);
-  populated_.reset(new std::atomic<uint8_t>[hdr_.pblocks_max / 512 + 1]());
+  populated_.reset(new std::atomic<uint16_t>[hdr_.pblocks_max / 512 + 1]());
   return Status::Ok();
 }
 
-void VFile::Touch(uint64_t phys) {
-  uint64_t chunk = phys / 512;
-  if (populated_[chunk].load(std::memory_order_relaxed) != 0 || populated_[chunk].exchange(1) != 0) return;
-  uint64_t end = std::min<uint64_t>((chunk + 1) * 512, persist::Load64(&shared()->phys_end));
-  if (end <= chunk * 512) return;
-  // Best effort: without it (old kernels) the pages fault one by one.
-  (void)madvise(base_ + chunk * 512 * kBlockSize, (end - chunk * 512) * kBlockSize,
-                writable_ ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
+void VFile::Touch(uint64_t phys, uint64_t n) {
+  for (uint64_t chunk = phys / 512; chunk * 512 < phys + n; chunk++) {
+    std::atomic<uint16_t>& done = populated_[chunk];
+    uint64_t need = std::min<uint64_t>(phys + n, (chunk + 1) * 512) - chunk * 512;
+    uint16_t have = done.load(std::memory_order_relaxed);
+    if (have >= need) continue;
+    // Up to the chunk's end, or as far as the file is allocated: a chunk
+    // the file has only partly grown into is filled further at a later call.
+    uint64_t end = std::min<uint64_t>((chunk + 1) * 512, persist::Load64(&shared()->phys_end));
+    if (end <= chunk * 512 + have) continue;
+    uint16_t want = static_cast<uint16_t>(end - chunk * 512);
+    // One thread populates a range; a racing one may repeat part of it
+    // (harmless: populating a populated page only walks the page table).
+    if (!done.compare_exchange_strong(have, want, std::memory_order_relaxed)) continue;
+    // Best effort: without it (old kernels) the pages fault one by one.
+    (void)madvise(base_ + (chunk * 512 + have) * kBlockSize, (want - have) * kBlockSize,
+                  writable_ ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
+  }
+}
+
+void VFile::ZeroData(char* dst, size_t n) const {
+  if (dax_) {
+    persist::ZeroNt(dst, n);
+    return;
+  }
+  static const char kZero[kBlockSize] = {};
+  for (size_t done = 0; done < n; done += kBlockSize) persist::Write(dst + done, kZero, std::min(n - done, kBlockSize));
 }
 
 VFile::~VFile() {
@@ -194,6 +221,11 @@ VFile::~VFile() {
   if (base_ != nullptr) munmap(base_, map_len_);
   if (dtable_ != nullptr) munmap(dtable_, dtable_len_);
   if (fd_ >= 0) close(fd_);
+}
+
+bool VFile::Unlinked() const {
+  struct stat st {};
+  return fstat(fd_, &st) == 0 && st.st_nlink == 0;
 }
 
 bool VFile::PhysOk(uint64_t phys) const {

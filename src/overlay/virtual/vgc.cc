@@ -65,7 +65,7 @@ Status VFile::Alloc(uint32_t n, uint32_t* runs_phys, uint32_t* runs_len, uint32_
         uint64_t mask = (len == 64 ? ~uint64_t{0} : ((uint64_t{1} << len) - 1)) << b;
         if (!word.compare_exchange_weak(v, v | mask, std::memory_order_acq_rel)) continue;
         v |= mask;
-        persist::Flush(&bitmap_[w], 8);
+        FlushMeta(&bitmap_[w], 8);
         if (*nruns > 0 && runs_phys[*nruns - 1] + runs_len[*nruns - 1] == phys) {
           runs_len[*nruns - 1] += len;
         } else {
@@ -109,7 +109,7 @@ void VFile::Free(uint32_t phys, uint32_t n) {
     uint32_t len = std::min<uint32_t>(n - i, 64 - bit);
     uint64_t mask = (len == 64 ? ~uint64_t{0} : ((uint64_t{1} << len) - 1)) << bit;
     std::atomic_ref<uint64_t>(bitmap_[b / 64]).fetch_and(~mask, std::memory_order_acq_rel);
-    persist::Flush(&bitmap_[b / 64], 8);
+    FlushMeta(&bitmap_[b / 64], 8);
     i += len;
   }
 }
@@ -215,7 +215,7 @@ Status VFile::GcLocked() {
       }
       if (TablePhys(old) != 0) to_free.emplace_back(TablePhys(old), 1);
       persist::Store64(t, MakeTableEntry(seq, p == 0 ? 0 : p + i));
-      persist::Flush(t, 8);
+      FlushMeta(t, 8);
     }
   };
   uint64_t s = ck;

@@ -101,7 +101,7 @@ Status VFile::Commit(uint64_t entry, uint64_t* seq_out, const uint64_t* head, ui
     }
     uint64_t e = entry | (uint64_t{lap} << 58);
     if (std::atomic_ref<uint64_t>(*slot(s)).compare_exchange_strong(old, e, std::memory_order_acq_rel)) {
-      persist::Flush(slot(s), 8);
+      FlushMeta(slot(s), 8);
       *seq_out = s;
       return Status::Ok();
     }
@@ -130,14 +130,13 @@ Result<size_t> VFile::WriteOnce(const char* buf, size_t n, uint64_t off, const u
     for (uint32_t r = 0; r < a.nruns; r++) Free(a.phys[r], a.len[r]);
     if (rec != 0) Free(rec, 1);
   };
-  for (uint32_t r = 0; r < a.nruns; r++)
-    for (uint64_t p = a.phys[r]; p < uint64_t{a.phys[r]} + a.len[r]; p = (p / 512 + 1) * 512) Touch(p);
+  for (uint32_t r = 0; r < a.nruns; r++) Touch(a.phys[r], a.len[r]);
   if (rec != 0) Touch(rec);
   // The caller's bytes.
   for (uint32_t i = 0; i < nb; i++) {
     uint64_t blk = (b0 + i) * kBlockSize;
     uint64_t from = std::max(off, blk), to = std::min(off + n, blk + kBlockSize);
-    persist::CopyNt(base_ + uint64_t{a.At(i)} * kBlockSize + (from - blk), buf + (from - off), to - from);
+    CopyData(base_ + uint64_t{a.At(i)} * kBlockSize + (from - blk), buf + (from - off), to - from);
   }
   if (!inline_entry) {
     alignas(64) char rb[kBlockSize];
@@ -155,7 +154,7 @@ Result<size_t> VFile::WriteOnce(const char* buf, size_t n, uint64_t off, const u
     }
     size_t len = sizeof(RecordHeader) + a.nruns * sizeof(Run);
     rh->crc = Crc32c(rb, len);
-    persist::CopyNt(base_ + uint64_t{rec} * kBlockSize, rb, len);
+    CopyData(base_ + uint64_t{rec} * kBlockSize, rb, len);
   }
   uint64_t entry = inline_entry ? MakeInline(0, static_cast<uint32_t>(b0), a.phys[0], nb) : MakeIndirect(0, rec);
   for (;;) {
@@ -169,9 +168,9 @@ Result<size_t> VFile::WriteOnce(const char* buf, size_t n, uint64_t off, const u
       *mv = *m;
       char* dst = base_ + uint64_t{phys} * kBlockSize + from;
       if (TablePhys(*m) == 0) {
-        persist::ZeroNt(dst, to - from);
+        ZeroData(dst, to - from);
       } else {
-        persist::CopyNt(dst, base_ + uint64_t{TablePhys(*m)} * kBlockSize + from, to - from);
+        CopyData(dst, base_ + uint64_t{TablePhys(*m)} * kBlockSize + from, to - from);
       }
       return Status::Ok();
     };
@@ -286,14 +285,14 @@ Status VFile::Truncate(uint64_t new_size) {
         MAPFS_RETURN_IF_ERROR(Alloc(1, &part, &pl, &pn, 1));
         char* dst = base_ + uint64_t{part} * kBlockSize;
         size_t keep_bytes = new_size % kBlockSize;
-        persist::CopyNt(dst, base_ + uint64_t{TablePhys(pv)} * kBlockSize, keep_bytes);
-        persist::ZeroNt(dst + keep_bytes, kBlockSize - keep_bytes);
+        CopyData(dst, base_ + uint64_t{TablePhys(pv)} * kBlockSize, keep_bytes);
+        ZeroData(dst + keep_bytes, kBlockSize - keep_bytes);
         runs[rh->nruns++] = Run{static_cast<uint32_t>(pb), part, 1, 0};
       }
     }
     size_t len = sizeof(RecordHeader) + rh->nruns * sizeof(Run);
     rh->crc = Crc32c(rb, len);
-    persist::CopyNt(base_ + uint64_t{rec} * kBlockSize, rb, len);
+    CopyData(base_ + uint64_t{rec} * kBlockSize, rb, len);
     MAPFS_RETURN_IF_ERROR(Durable(true));
     uint64_t seq = 0;
     bool retry = false;
