@@ -34,10 +34,13 @@
 //  * fork: the child copies the forking thread's PKRU and depth, and the
 //    key stays allocated in the child. exec: a new image starts with the
 //    kernel's initial PKRU and no keys; the shim enables again there.
-// Cost with keys: one rdpkru and two wrpkru per call (~4 and ~20 ns each
-// by CPU clock on the virtual machine this was written on: ~37 ns a call,
-// docs/PERFORMANCE.md "Protection keys"). Without pkeys (CPU, kernel, no free key, MAPFS_PKEYS=0)
-// nothing is tagged and both scopes cost one load and a branch.
+// Cost with keys: one rdpkru and two wrpkru per Inside (~3-4 and ~15-20 ns
+// by CPU clock on the virtual machine this was written on: 30-40 ns a
+// call, docs/PERFORMANCE.md "Protection keys"); the rdpkru hides in the
+// first wrpkru's latency, so caching PKRU would save nothing. A ReadOnly
+// (calls that store nothing here: lseek) costs the rdpkru alone. Without
+// pkeys (CPU, kernel, no free key, MAPFS_PKEYS=0) nothing is tagged and
+// every scope costs one load and a branch.
 #pragma once
 
 #include <atomic>
