@@ -196,7 +196,7 @@ TEST_F(PkeyTest, TheZeroCopyViewIsTheApplicationsToWrite) {
 std::atomic<off_t> handler_end{-2};
 std::atomic<int> handler_fd{-1};
 mapfs_t* handler_fs = nullptr;
-void OnUsr1Seek(int) { handler_end = mapfs_lseek(handler_fs, handler_fd, 0, SEEK_END); }
+[[maybe_unused]] void OnUsr1Seek(int) { handler_end = mapfs_lseek(handler_fs, handler_fd, 0, SEEK_END); }
 
 TEST_F(PkeyTest, LseekAnswersWithoutOpeningThePool) {
   ASSERT_TRUE(WriteFile("/s", std::string(12345, 's')));
