@@ -4,6 +4,7 @@
 // VMs this project runs on expose no hardware counters to perf).
 //
 //   pkey-cpu POOL [--ops N] [--runs R]
+//   pkey-cpu --instructions [--ops N] [--runs R]
 //
 // Mounts POOL (an existing pool; its file /pkey_cpu.dat of 64 MiB is
 // created and removed), then times, each as the best of R runs of N ops:
@@ -13,7 +14,14 @@
 // with MAPFS_PKEYS=0, interleaved (scripts/pkey_cpu_compare.sh); the
 // difference is the switch's cost. Output "op ns" per line; nothing is
 // asserted.
+//
+// --instructions times the switch's instructions alone on a key of its
+// own (no pool): rdpkru, wrpkru, and a call's entry and exit with and
+// without the rdpkru (whether a cached PKRU would pay: an rdpkru right
+// before a wrpkru hides in its latency); then a 4 KiB copy from a random
+// page with and without the switch around it (what it costs a read).
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -40,11 +48,72 @@ uint64_t CpuNs() {
   std::exit(1);
 }
 
+uint32_t Rdpkru() {
+  uint32_t eax, edx;
+  asm volatile(".byte 0x0f,0x01,0xee" : "=a"(eax), "=d"(edx) : "c"(0));
+  return eax;
+}
+void Wrpkru(uint32_t v) { asm volatile(".byte 0x0f,0x01,0xef" : : "a"(v), "c"(0), "d"(0) : "memory"); }
+
+int Instructions(uint64_t ops, uint64_t runs) {
+  int k = pkey_alloc(0, PKEY_DISABLE_WRITE);
+  if (k < 0) Die("pkey_alloc (no protection keys here)");
+  const uint32_t m = 3u << (2 * k), closed = 2u << (2 * k), base = Rdpkru() & ~m;
+  volatile uint32_t sink = 0;
+  auto best = [&](auto&& op) {
+    uint64_t b = ~0ull;
+    for (uint64_t r = 0; r < runs; r++) {
+      uint64_t t0 = CpuNs();
+      for (uint64_t i = 0; i < ops; i++) op();
+      b = std::min(b, CpuNs() - t0);
+    }
+    return static_cast<double>(b) / static_cast<double>(ops);
+  };
+  std::printf("rdpkru %.1f\n", best([&] { sink = Rdpkru(); }));
+  std::printf("wrpkru %.1f\n", best([&] { Wrpkru(base | closed); }));
+  std::printf("rd+open+close %.1f\n", best([&] {
+                uint32_t e = Rdpkru();
+                Wrpkru(e & ~m);
+                Wrpkru((e & ~m) | closed);
+              }));
+  std::printf("open+close %.1f\n", best([&] {
+                Wrpkru(base);
+                Wrpkru(base | closed);
+              }));
+  // What a pread does between the two: a 4 KiB copy from a random page of
+  // 64 MiB (tagged), with and without the switch around it. The gap is
+  // more than the two wrpkru: they keep the next copy's cache misses from
+  // overlapping the last one's.
+  const uint64_t span = 64ull << 20, page = 4096;
+  char* src = static_cast<char*>(mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  if (src == MAP_FAILED) Die("mmap");
+  std::memset(src, 1, span);
+  if (pkey_mprotect(src, span, PROT_READ | PROT_WRITE, k) != 0) Die("pkey_mprotect");
+  std::vector<char> dst(page);
+  std::mt19937_64 rng(42);
+  std::vector<uint64_t> offs(ops);
+  for (auto& o : offs) o = (rng() % (span / page)) * page;
+  uint64_t i = 0;
+  std::printf("copy4k %.1f\n", best([&] {
+                std::memcpy(dst.data(), src + offs[i++ % ops], page);
+                asm volatile("" : : : "memory");
+              }));
+  std::printf("open+copy4k+close %.1f\n", best([&] {
+                Wrpkru(base);
+                std::memcpy(dst.data(), src + offs[i++ % ops], page);
+                asm volatile("" : : : "memory");
+                Wrpkru(base | closed);
+              }));
+  munmap(src, span);
+  (void)sink;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: pkey-cpu POOL [--ops N] [--runs R]\n");
+    std::fprintf(stderr, "usage: pkey-cpu POOL|--instructions [--ops N] [--runs R]\n");
     return 2;
   }
   const char* pool = argv[1];
@@ -53,6 +122,7 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--ops") == 0) ops = std::strtoull(argv[i + 1], nullptr, 10);
     else if (std::strcmp(argv[i], "--runs") == 0) runs = std::strtoull(argv[i + 1], nullptr, 10);
   }
+  if (std::strcmp(pool, "--instructions") == 0) return Instructions(ops, runs);
   mapfs_t* fs = mapfs_mount(pool, nullptr);
   if (fs == nullptr) Die("mount");
   const uint64_t size = 64ull << 20, page = 4096, pages = size / page;

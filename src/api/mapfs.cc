@@ -51,8 +51,12 @@ struct Description {
   Description(FileSystem* s, std::shared_ptr<OpenFile> o) : fs(s), f(std::move(o)) {}
   Description(const Description&) = delete;
   Description& operator=(const Description&) = delete;
+  // The last reference may go in any call, one that holds no rights too
+  // (a ReadOnly call racing a mapfs_close): the close opens them itself.
   ~Description() {
-    if (f) (void)fs->Close(*f);
+    if (!f) return;
+    mapfs::medium::protection::Inside rights;
+    (void)fs->Close(*f);
   }
   FileSystem* fs;
   std::shared_ptr<OpenFile> f;
@@ -113,6 +117,10 @@ using mapfs::CurrentUmask;
 // Every call that reaches the file system holds the pool's rights
 // (medium/protection.h): outside them the pool is write-protected.
 #define MAPFS_ENTRY mapfs::medium::protection::Inside mapfs_rights_
+// A call whose path stores nothing into the pool's memory (its own, the
+// shared segment's, the region's): reads only, so no switch
+// (protection::ReadOnly). Only for calls where that is so on every path.
+#define MAPFS_ENTRY_READONLY mapfs::medium::protection::ReadOnly mapfs_rights_
 
 extern "C" {
 
@@ -302,8 +310,12 @@ ssize_t mapfs_pwrite_atomic(mapfs_t* fs, int fd, const void* buf, size_t n, off_
   return r.ok() ? static_cast<ssize_t>(*r) : Fail(r.status());
 }
 
+// Read-only: FileSystem::Seek changes the description's offset (process
+// memory) and reads the inode's size; it takes no inode lock. The one
+// store into the pool a call may reach, the close of a description whose
+// last reference it held, opens the rights itself (~Description).
 off_t mapfs_lseek(mapfs_t* fs, int fd, off_t off, int whence) {
-  MAPFS_ENTRY;
+  MAPFS_ENTRY_READONLY;
   MAPFS_GET_FD(fs, fd, d);
   auto r = fs->fs->Seek(*d->f, off, whence);
   return r.ok() ? static_cast<off_t>(*r) : Fail(r.status());
@@ -517,8 +529,8 @@ int mapfs_closedir(mapfs_dir_t* d) {
 
 long mapfs_telldir(mapfs_dir_t* d) { return d ? static_cast<long>(d->stream.Tell()) : -1; }
 
+// Like telldir, the stream's own memory only: no scope.
 void mapfs_seekdir(mapfs_dir_t* d, long pos) {
-  MAPFS_ENTRY;
   if (d == nullptr || pos < 0) return;
   d->stream.Seek(static_cast<uint64_t>(pos));
 }

@@ -34,10 +34,13 @@
 //  * fork: the child copies the forking thread's PKRU and depth, and the
 //    key stays allocated in the child. exec: a new image starts with the
 //    kernel's initial PKRU and no keys; the shim enables again there.
-// Cost with keys: one rdpkru and two wrpkru per call (~4 and ~20 ns each
-// by CPU clock on the virtual machine this was written on: ~37 ns a call,
-// docs/PERFORMANCE.md "Protection keys"). Without pkeys (CPU, kernel, no free key, MAPFS_PKEYS=0)
-// nothing is tagged and both scopes cost one load and a branch.
+// Cost with keys: one rdpkru and two wrpkru per Inside (~3-4 and ~15-20 ns
+// by CPU clock on the virtual machine this was written on: 30-40 ns a
+// call, docs/PERFORMANCE.md "Protection keys"); the rdpkru hides in the
+// first wrpkru's latency, so caching PKRU would save nothing. A ReadOnly
+// (calls that store nothing here: lseek) costs the rdpkru alone. Without
+// pkeys (CPU, kernel, no free key, MAPFS_PKEYS=0) nothing is tagged and
+// every scope costs one load and a branch.
 #pragma once
 
 #include <atomic>
@@ -121,6 +124,57 @@ class Inside {
   }
   Inside(const Inside&) = delete;
   Inside& operator=(const Inside&) = delete;
+
+ private:
+  bool on_ = false;
+  bool outer_ = false;
+  uint32_t entry_ = 0;  // PKRU at entry
+};
+
+// The rights of a call whose whole path stores nothing into the pool's
+// memory (today lseek, in the C API and the shim): it reads pool memory
+// but never writes it, so it skips the two wrpkru of an Inside (~30-40 ns
+// by CPU clock here, docs/PERFORMANCE.md "Protection keys"), paying one
+// rdpkru (~4 ns). Rules, the same as Inside's where they meet:
+//  * It counts in the thread's depth: an Inside within it is nested, opens
+//    for itself and puts back the closed rights it found (the guard a rare
+//    store on such a path takes, e.g. the close of a description whose last
+//    reference the call dropped).
+//  * Reads must work: where the thread comes in access-disabled (a signal
+//    handler's initial PKRU, a thread older than the key, one that left a
+//    handler by siglongjmp) it turns the key to write-disabled only, and
+//    puts the entry value back at the end unless it is the outermost.
+//  * The outermost one leaves the key write-disabled, as Inside's does: a
+//    thread that inherited open rights (created inside a call) loses them.
+//  * Inside another scope with the rights open it changes nothing: a store
+//    of the enclosing call after it still goes through.
+// A store into the pool under a ReadOnly alone faults (SEGV_PKUERR) like
+// the program's own: a path that may store must hold an Inside there.
+class ReadOnly {
+ public:
+  ReadOnly() {
+    uint32_t m = detail::key_bits.load(std::memory_order_relaxed);
+    if (m == 0) return;
+    on_ = true;
+    outer_ = detail::depth++ == 0;
+    entry_ = detail::Rdpkru();
+    uint32_t c = detail::closed_bits.load(std::memory_order_relaxed);
+    if ((entry_ & m & ~c) != 0) detail::Wrpkru((entry_ & ~m) | c);  // access-disabled: make it readable
+  }
+  ~ReadOnly() {
+    if (!on_) return;
+    detail::depth--;
+    uint32_t m = detail::key_bits.load(std::memory_order_relaxed);
+    uint32_t c = detail::closed_bits.load(std::memory_order_relaxed);
+    uint32_t k = entry_ & m;
+    if (outer_) {
+      if (k == 0) detail::Wrpkru((entry_ & ~m) | c);  // inherited open rights: closed now
+    } else if ((k & ~c) != 0) {
+      detail::Wrpkru(entry_);  // a handler's access-disable, as the kernel gave it
+    }
+  }
+  ReadOnly(const ReadOnly&) = delete;
+  ReadOnly& operator=(const ReadOnly&) = delete;
 
  private:
   bool on_ = false;

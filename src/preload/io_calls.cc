@@ -338,9 +338,11 @@ MAPFS_EXPORT ssize_t pwritev64v2(int fd, const struct iovec* iov, int cnt, off_t
   return pwritev2(fd, iov, cnt, off, flags);
 }
 
+// Read-only for the pool (CoreReadScope): the offset lives in the shim's
+// OpenFile or the placeholder's kernel position, Seek only reads the size.
 MAPFS_EXPORT off_t lseek(int fd, off_t off, int whence) {
   if (DescRef d = MapfsFd(fd)) {
-    CoreScope cs;
+    CoreReadScope cs;
     Shim& s = Shim::Get();
     PositionLock pos(*d, fd);
     if (pos.kernel()) d->file->offset = static_cast<uint64_t>(s.Offset(*d, fd));

@@ -231,15 +231,22 @@ class Shim {
 // into mapfs for the protection keys (medium/protection.h): the pool is
 // writable while one is held.
 extern thread_local int in_core __attribute__((tls_model("initial-exec")));
-struct CoreScope {
-  CoreScope() { in_core++; }
-  ~CoreScope() { in_core--; }
-  CoreScope(const CoreScope&) = delete;
-  CoreScope& operator=(const CoreScope&) = delete;
+template <class Rights>
+struct CoreScopeWith {
+  CoreScopeWith() { in_core++; }
+  ~CoreScopeWith() { in_core--; }
+  CoreScopeWith(const CoreScopeWith&) = delete;
+  CoreScopeWith& operator=(const CoreScopeWith&) = delete;
 
  private:
-  medium::protection::Inside rights_;
+  Rights rights_;
 };
+using CoreScope = CoreScopeWith<medium::protection::Inside>;
+// For a wrapper whose whole path stores nothing into the pool's memory
+// (lseek): reentrancy as CoreScope, the rights of protection::ReadOnly
+// (no switch). A description it drops last closes under ~Desc's own
+// CoreScope.
+using CoreReadScope = CoreScopeWith<medium::protection::ReadOnly>;
 
 // Lexically normalises an absolute path ("//", ".", ".."), keeping a trailing slash.
 std::string NormalizePath(std::string_view p);

@@ -8,9 +8,11 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 
 #include <climits>
 #include <cstdio>
+#include <atomic>
 #include <mutex>
 #include <thread>
 
@@ -185,6 +187,81 @@ TEST_F(PkeyTest, TheZeroCopyViewIsTheApplicationsToWrite) {
   EXPECT_EQ(mapfs_pread(fs_, fd, &c, 1, 100), 1);
   EXPECT_EQ(c, 0x5a);
   EXPECT_OK(mapfs_close(fs_, fd));
+  ExpectClean();
+}
+
+// mapfs_lseek holds no rights (protection::ReadOnly): it answers every
+// whence, leaves the pool write-protected, and works from a signal handler
+// (which starts with the key access-disabled), also one interrupting it.
+std::atomic<off_t> handler_end{-2};
+std::atomic<int> handler_fd{-1};
+mapfs_t* handler_fs = nullptr;
+[[maybe_unused]] void OnUsr1Seek(int) { handler_end = mapfs_lseek(handler_fs, handler_fd, 0, SEEK_END); }
+
+TEST_F(PkeyTest, LseekAnswersWithoutOpeningThePool) {
+  ASSERT_TRUE(WriteFile("/s", std::string(12345, 's')));
+  ASSERT_FD(fd, mapfs_open(fs_, "/s", O_RDWR));
+  EXPECT_EQ(mapfs_lseek(fs_, fd, 100, SEEK_SET), 100);
+  EXPECT_EQ(mapfs_lseek(fs_, fd, 5, SEEK_CUR), 105);
+  EXPECT_EQ(mapfs_lseek(fs_, fd, -45, SEEK_END), 12300);
+  EXPECT_EQ(mapfs_lseek(fs_, fd, 7, SEEK_DATA), 7);
+  EXPECT_EQ(mapfs_lseek(fs_, fd, 7, SEEK_HOLE), 12345);
+  EXPECT_ERRNO(mapfs_lseek(fs_, fd, 20000, SEEK_DATA), ENXIO);
+  EXPECT_EQ(Store(view_ + 64), 1) << "an lseek left the pool writable";
+  // A store escaped by siglongjmp leaves the key access-disabled (the
+  // kernel's value for the handler): lseek must still read the size.
+  EXPECT_EQ(mapfs_lseek(fs_, fd, 0, SEEK_END), 12345);
+  EXPECT_EQ(Store(view_ + 64), 1);
+#if !defined(__SANITIZE_THREAD__)  // TSan defers handlers out of the kernel's frame
+  struct sigaction sa {}, old {};
+  sa.sa_handler = OnUsr1Seek;
+  ASSERT_EQ(sigaction(SIGUSR1, &sa, &old), 0);
+  handler_fs = fs_;
+  handler_fd = fd;
+  raise(SIGUSR1);  // outside a call
+  EXPECT_EQ(handler_end.load(), 12345) << "an lseek from a handler";
+  // A timer's handler interrupting writes (calls with the rights open; not
+  // lseeks: a description's position lock is not reentrant): the handler's
+  // lseeks answer, and the interrupted writes keep their rights.
+  struct itimerval it = {{0, 100}, {0, 100}}, off = {{0, 0}, {0, 0}};
+  struct sigaction alrm {}, old_alrm {};
+  alrm.sa_handler = OnUsr1Seek;
+  alrm.sa_flags = SA_RESTART;
+  ASSERT_EQ(sigaction(SIGALRM, &alrm, &old_alrm), 0);
+  ASSERT_EQ(setitimer(ITIMER_REAL, &it, nullptr), 0);
+  std::string page(4096, 'w');
+  for (int i = 0; i < 3000; i++) ASSERT_EQ(mapfs_pwrite(fs_, fd, page.data(), page.size(), 4096), 4096);
+  setitimer(ITIMER_REAL, &off, nullptr);
+  sigaction(SIGALRM, &old_alrm, nullptr);
+  sigaction(SIGUSR1, &old, nullptr);
+  EXPECT_EQ(handler_end.load(), 12345);
+#endif
+  EXPECT_EQ(Store(view_ + 64), 1);
+  EXPECT_OK(mapfs_close(fs_, fd));
+  ExpectClean();
+}
+
+// A description's last reference may go in an lseek (another thread closed
+// the descriptor meanwhile): its close stores into the pool (open counts,
+// an unlinked file's inode), so it opens the rights itself, where the call
+// holds none.
+TEST_F(PkeyTest, ACloseRacingAnLseekClosesTheDescriptionCleanly) {
+  for (int round = 0; round < 200; round++) {
+    std::string name = "/race" + std::to_string(round % 4);
+    ASSERT_TRUE(WriteFile(name.c_str(), std::string(100, 'r')));
+    ASSERT_FD(fd, mapfs_open(fs_, name.c_str(), O_RDONLY));
+    ASSERT_OK(mapfs_unlink(fs_, name.c_str()));  // the last close frees the inode
+    std::atomic<bool> started{false};
+    std::thread seeker([&] {
+      for (;;) {
+        started = true;
+        if (mapfs_lseek(fs_, fd, 0, SEEK_END) < 0) break;  // EBADF once closed
+      }
+    });
+    while (!started.load()) std::this_thread::yield();
+    EXPECT_OK(mapfs_close(fs_, fd));
+    seeker.join();
+  }
   ExpectClean();
 }
 

@@ -46,6 +46,22 @@ __attribute__((no_sanitize("thread"))) int Store(char* p) {
   return r;
 }
 
+// The same for a load: 1 if it faulted with SEGV_PKUERR, 0 if it read.
+__attribute__((no_sanitize("thread"))) int Load(const char* p) {
+  sigjmp_buf b;
+  sigjmp_buf* volatile outer = jump;
+  jump = &b;
+  int r;
+  if (sigsetjmp(b, 1) == 0) {
+    (void)*reinterpret_cast<const volatile char*>(p);
+    r = 0;
+  } else {
+    r = fault_code == SEGV_PKUERR ? 1 : -1;
+  }
+  jump = outer;
+  return r;
+}
+
 class ProtectionTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -195,6 +211,108 @@ TEST_F(ProtectionTest, AForkChildHasTheKeyAndTheForkingScopesRights) {
   }
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+}
+
+// ReadOnly (a call that stores nothing into the pool): reads, no writes,
+// and an Inside within it opens the rights for a rare store and closes
+// them again.
+TEST_F(ProtectionTest, AReadOnlyScopeReadsAndAnInsideWithinItWrites) {
+  {
+    ReadOnly r;
+    EXPECT_EQ(Load(page_), 0);
+    EXPECT_EQ(Store(page_), 1) << "a ReadOnly scope opened the rights";
+    {
+      Inside in;
+      EXPECT_EQ(Store(page_), 0) << "an Inside within a ReadOnly scope must open them";
+    }
+    EXPECT_EQ(Store(page_), 1) << "the Inside within left them open";
+  }
+  // (The faults escaped by siglongjmp left the key access-disabled: the
+  // next call makes it readable.)
+  EXPECT_EQ(Load(page_), 1);
+  {
+    ReadOnly r;
+    EXPECT_EQ(page_[0], 1);
+  }
+}
+
+TEST_F(ProtectionTest, AReadOnlyScopeWithinACallKeepsTheCallsRights) {
+  {
+    Inside in;
+    { ReadOnly r; }
+    EXPECT_EQ(Store(page_), 0) << "a nested ReadOnly scope closed its caller's rights";
+  }
+  EXPECT_EQ(Store(page_), 1);
+}
+
+// The kernel's initial PKRU (a handler's, a thread's that escaped one by
+// siglongjmp) access-disables the key: a ReadOnly call must still read.
+TEST_F(ProtectionTest, AReadOnlyScopeReadsWhereTheThreadCameInAccessDisabled) {
+  EXPECT_EQ(Store(page_), 1);  // escaped the handler by siglongjmp: its PKRU stays
+  EXPECT_EQ(Load(page_), 1) << "the test's premise: access-disabled now";
+  {
+    ReadOnly r;
+    EXPECT_EQ(Load(page_), 0) << "a ReadOnly scope entered access-disabled cannot read";
+  }
+  EXPECT_EQ(Load(page_), 0) << "the outermost scope leaves the key write-disabled only";
+  EXPECT_EQ(Store(page_), 1);
+}
+
+std::atomic<int> ro_handler_load{-2}, ro_handler_store{-2};
+void OnUsr1ReadOnly(int) {
+  ReadOnly r;
+  ro_handler_load = Load(ProtectionTest::page_ + 4);
+  ro_handler_store = Store(ProtectionTest::page_ + 4);
+}
+
+TEST_F(ProtectionTest, AHandlersReadOnlyCallReadsAndTheInterruptedCallKeepsItsRights) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "ThreadSanitizer defers signal handlers";
+#endif
+  struct sigaction sa {}, old {};
+  sa.sa_handler = OnUsr1ReadOnly;
+  ASSERT_EQ(sigaction(SIGUSR1, &sa, &old), 0);
+  {
+    Inside in;
+    raise(SIGUSR1);  // interrupts a call: nested, entered access-disabled
+    EXPECT_EQ(ro_handler_load.load(), 0) << "a handler's ReadOnly call could not read";
+    EXPECT_EQ(ro_handler_store.load(), 1);
+    EXPECT_EQ(Store(page_), 0) << "the interrupted call lost its rights";
+  }
+  ro_handler_load = ro_handler_store = -2;
+  {
+    ReadOnly r;
+    raise(SIGUSR1);  // interrupts a ReadOnly call
+    EXPECT_EQ(ro_handler_load.load(), 0);
+    EXPECT_EQ(Load(page_), 0) << "the interrupted ReadOnly call cannot read any more";
+  }
+  ro_handler_load = ro_handler_store = -2;
+  raise(SIGUSR1);  // outside any call
+  EXPECT_EQ(ro_handler_load.load(), 0);
+  EXPECT_EQ(ro_handler_store.load(), 1);
+  EXPECT_EQ(Load(page_), 0);
+  EXPECT_EQ(Store(page_), 1);
+  sigaction(SIGUSR1, &old, nullptr);
+}
+
+void* ReadOnlyThread(void* arg) {
+  auto* r = static_cast<ThreadResult*>(arg);
+  r->first = Store(ProtectionTest::page_ + 5);
+  { ReadOnly ro; }  // its first call, a read-only one
+  r->after_call = Store(ProtectionTest::page_ + 5);
+  return nullptr;
+}
+
+TEST_F(ProtectionTest, AThreadCreatedInsideAScopeLosesTheRightsAtItsFirstReadOnlyCall) {
+  ThreadResult r;
+  {
+    Inside in;
+    pthread_t t;
+    ASSERT_EQ(pthread_create(&t, nullptr, ReadOnlyThread, &r), 0);
+    pthread_join(t, nullptr);
+  }
+  EXPECT_EQ(r.first, 0);
+  EXPECT_EQ(r.after_call, 1) << "the outermost ReadOnly scope of a thread must close what it inherited";
 }
 
 // Enable decides once per process: ctest runs each case in a process of

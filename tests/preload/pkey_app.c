@@ -17,7 +17,9 @@
  *             thread does I/O, the handler storing each time (it must
  *             fault, also when it interrupted a call); then while the
  *             main thread computes, the handler doing I/O through the
- *             shim; afterwards the main thread's store still faults
+ *             shim (first an lseek, which holds no rights, with the key
+ *             as the kernel gives a handler: access-disabled);
+ *             afterwards the main thread's store still faults
  *   fork      I/O, then a forked child stores (faults), execs SELF
  *             scribble DIR/sub (which faults in its turn) and the parent
  *             checks both
@@ -62,6 +64,10 @@ static void Io(const char* dir, const char* name, int salt) {
     if (pread(fd, back, sizeof back, i * 4096) != (ssize_t)sizeof back) Fail("pread");
     if (memcmp(buf, back, sizeof buf) != 0) Fail("read back other bytes");
   }
+  /* lseek holds no rights (protection::ReadOnly): it must still read the
+   * size, also in a handler, which starts with the key access-disabled. */
+  if (lseek(fd, 0, SEEK_END) != 4 * 4096 || lseek(fd, 100, SEEK_SET) != 100 || lseek(fd, 5, SEEK_CUR) != 105)
+    Fail("lseek");
   if (close(fd) != 0) Fail("close");
 }
 
@@ -196,7 +202,8 @@ static void Threads(void) {
  * fires while the main thread computes; the handler does I/O through the
  * shim. (A handler calling the shim while it interrupts a call of the
  * shim's is not what this tests: the shim's locks are not reentrant.) */
-static volatile sig_atomic_t phase, handled, stores_faulted, stores_other;
+static volatile sig_atomic_t phase, handled, stores_faulted, stores_other, seeks_wrong;
+static int seek_fd = -1; /* a file of 4 pages, for the phase 2 handler's first call */
 static void OnAlarm(int sig) {
   (void)sig;
   int saved = errno;
@@ -204,6 +211,9 @@ static void OnAlarm(int sig) {
     if (Scribble(view + 64) == 1) stores_faulted++;
     else stores_other++;
   } else {
+    /* The handler's first call, with the kernel's initial PKRU (the key
+     * access-disabled): an lseek, which opens no rights, reads the size. */
+    if (lseek(seek_fd, 0, SEEK_END) != 4 * 4096) seeks_wrong++;
     char name[32];
     snprintf(name, sizeof name, "sig-%d", handled % 8);
     Io(dir, name, handled);
@@ -227,12 +237,19 @@ static void Signals(void) {
   if (handled < 50) Fail("the timer's handler ran fewer than 50 times");
   if (stores_other != 0) Fail("a store from a handler went through or faulted otherwise");
   Expect("the view, from handlers interrupting calls", stores_faulted == handled ? 1 : -1);
+  Io(dir, "seek", 0);
+  char seek_path[PATH_MAX];
+  snprintf(seek_path, sizeof seek_path, "%s/seek", dir);
+  seek_fd = open(seek_path, O_RDONLY);
+  if (seek_fd < 0) Fail("open seek");
   phase = 2;
   handled = 0;
   if (setitimer(ITIMER_REAL, &it, NULL) != 0) Fail("setitimer");
   volatile unsigned long spin = 0;
   while (handled < 200) spin++;
   setitimer(ITIMER_REAL, &off, NULL);
+  if (seeks_wrong != 0) Fail("an lseek from a handler (its first call) answered wrongly");
+  close(seek_fd);
   for (int i = 0; i < 8; i++) {
     char name[32];
     snprintf(name, sizeof name, "sig-%d", i);

@@ -3,8 +3,8 @@
 # stores into the pool view, the shared segment and the region fault with
 # SEGV_PKUERR and the pool stays clean (fsck), from the main thread, other
 # threads (also one the shim creates for an AIO notification), signal
-# handlers (interrupting a call or not; one doing I/O through the shim),
-# a forked child and an exec'd image. MAPFS_PKEYS=0 turns the keys off:
+# handlers (interrupting a call or not; one doing I/O through the shim,
+# an lseek first), a forked child and an exec'd image. MAPFS_PKEYS=0 turns the keys off:
 # then the same (harmless) store goes through, and `mapfs info` says so.
 # Without pkeys on this machine, the test checks only the fallback.
 # Usage: pkeys_test.sh PATH/TO/mapfs PATH/TO/pkey_app
