@@ -16,6 +16,12 @@
 // (fs/map_mirror.h: a memfd copy, one mapping per map), and so does every later map of that file while one of its
 // mirror maps lives; its direct maps are switched to the mirror then, so
 // that all maps of a file in a process share pages.
+//
+// A read-only shared map of a file opened read-only, whose pages are one
+// pool run, is a "view map": an address in the pool's read view
+// (read_view.h), with no kernel mapping of its own. munmap forgets it;
+// whatever the program does to the view outside its live view maps lends
+// that range to it for good (g_lent), and no view map is served there again.
 #include <fcntl.h>
 #include <stdarg.h>
 #include <sys/mman.h>
@@ -33,6 +39,7 @@
 #include "medium/pool.h"
 #include "preload/calls.h"
 #include "preload/overlay_fds.h"
+#include "preload/read_view.h"
 #include "vm/vm.h"
 
 namespace mapfs::preload {
@@ -52,6 +59,7 @@ struct MapEntry {
   int prot;
   bool mirror = false;  // a map of the file's mirror, not of the pool file
   uint64_t runs = 0;    // direct maps: kernel mappings it took (at most)
+  bool view = false;    // served from the pool's read view: no kernel mapping
 };
 
 // A stretch of a mirror map that was unmapped: its stores are written back
@@ -66,6 +74,10 @@ std::mutex* g_maps_mu = new std::mutex;
 std::map<uintptr_t, MapEntry>* g_maps = new std::map<uintptr_t, MapEntry>;
 std::atomic<size_t> g_map_count{0};  // entries; lets unrelated calls skip the lock
 uint64_t g_direct_runs = 0;           // sum of the direct entries' runs (g_maps_mu)
+// Ranges of the read view the program changed outside a view map (g_maps_mu;
+// a handful at most: a program has no reason to touch addresses it does not
+// map). Kept sorted by start, possibly overlapping.
+std::vector<std::pair<uintptr_t, uintptr_t>>* g_lent = new std::vector<std::pair<uintptr_t, uintptr_t>>;
 
 // A quarter of vm.max_map_count for the direct maps of mapfs files.
 uint64_t DirectRunBudget() {
@@ -105,7 +117,8 @@ void ForgetLocked(uintptr_t a, uintptr_t b, std::vector<DescRef>* drop, std::vec
     g_direct_runs -= e.runs;
     // A piece left on either side keeps at most as many runs as pages.
     auto piece = [&](uintptr_t from, uintptr_t to) {
-      MapEntry p{to, e.desc, e.off + (from - s), e.prot, e.mirror, std::min<uint64_t>(e.runs, (to - from) / PageSize())};
+      MapEntry p{to,     e.desc, e.off + (from - s), e.prot, e.mirror, std::min<uint64_t>(e.runs, (to - from) / PageSize()),
+                 e.view};
       g_direct_runs += p.runs;
       return g_maps->emplace(from, std::move(p)).first;
     };
@@ -142,6 +155,73 @@ std::map<uintptr_t, MapEntry>::iterator FindLocked(uintptr_t a, uint64_t len) {
   if (it == g_maps->begin()) return g_maps->end();
   --it;
   return a + len <= it->second.end ? it : g_maps->end();
+}
+
+// Whether [a, b) meets an entry, or a lent range (needs g_maps_mu).
+bool TakenLocked(uintptr_t a, uintptr_t b) {
+  auto it = g_maps->lower_bound(b);
+  if (it != g_maps->begin() && std::prev(it)->second.end > a) return true;
+  for (auto& [lo, hi] : *g_lent)
+    if (lo < b && hi > a) return true;
+  return false;
+}
+
+// The program changed [a, b) of the read view outside a view map: the
+// view maps there are gone (replaced or unmapped), and the range is the
+// program's from now on (needs g_maps_mu). Other maps in it are the
+// caller's business (a MAP_FIXED map just made there stays).
+void LendLocked(uintptr_t a, uintptr_t b, std::vector<DescRef>* drop) {
+  std::vector<std::pair<uintptr_t, uintptr_t>> views;
+  auto it = g_maps->upper_bound(a);
+  if (it != g_maps->begin()) --it;
+  for (; it != g_maps->end() && it->first < b; ++it)
+    if (it->second.view && it->second.end > a) views.emplace_back(std::max(a, it->first), std::min(b, it->second.end));
+  std::vector<Forgotten> none;  // a view map is never a mirror map
+  for (auto [lo, hi] : views) ForgetLocked(lo, hi, drop, &none);
+  for (auto [lo, hi] : *g_lent)
+    if (lo <= a && hi >= b) return;
+  g_lent->emplace_back(a, b);
+}
+
+// For wrappers that let the kernel change [p, p+len) (MAP_FIXED, mremap,
+// mprotect, madvise): the part of it in the read view is lent.
+void LendIfView(const void* p, size_t len) {
+  if (!read_view::Meets(p, len)) return;
+  auto a = reinterpret_cast<uintptr_t>(p);
+  std::vector<DescRef> drop;
+  std::lock_guard<std::mutex> g(*g_maps_mu);
+  LendLocked(a, a + RoundUp(len), &drop);
+}
+
+// Whether view maps cover all of [p, p+len).
+bool WithinViewMaps(const void* p, size_t len) {
+  auto a = reinterpret_cast<uintptr_t>(p), b = a + RoundUp(len);
+  std::lock_guard<std::mutex> g(*g_maps_mu);
+  auto it = g_maps->upper_bound(a);
+  if (it == g_maps->begin()) return false;
+  for (--it; it != g_maps->end() && a < b; ++it) {
+    if (!it->second.view || it->first > a || it->second.end <= a) return false;
+    a = it->second.end;
+  }
+  return a >= b;
+}
+
+// A view map of [off, off+n) of the file in `run` (MapShared), or nullptr
+// when the request is not one a view can serve: see the top and read_view.h.
+void* MapView(const DescRef& d, const file::PoolRun& run, uint64_t n, int prot, int map_flags, uint64_t off) {
+  if (prot != PROT_READ || (map_flags & (MAP_FIXED | MAP_FIXED_NOREPLACE)) ||
+      (d->file->flags & O_ACCMODE) != O_RDONLY || run.len != n)
+    return nullptr;
+  char* v = read_view::At(*d->fsys->mount().vm().pool(), run.pool_off, n);
+  if (v == nullptr) return nullptr;
+  auto a = reinterpret_cast<uintptr_t>(v);
+  std::lock_guard<std::mutex> g(*g_maps_mu);
+  if (TakenLocked(a, a + n)) return nullptr;  // another map of these pages: the kernel's way
+  MapEntry e{a + n, d, off, prot};
+  e.view = true;
+  g_maps->emplace(a, std::move(e));
+  g_map_count.store(g_maps->size());
+  return v;
 }
 
 // Maps [off, off+n) of the file at `addr` from its mirror (see the top);
@@ -213,6 +293,8 @@ void* MapShared(const DescRef& d, void* addr, size_t len, int prot, int map_flag
     too_many = g_direct_runs + runs.size() > DirectRunBudget();
   }
   if (too_many) return MapMirrored(d, addr, n, prot, map_flags, off);
+  if (runs.size() == 1)
+    if (void* v = MapView(d, runs[0], n, prot, map_flags, off)) return v;
   medium::Pool* pool = d->fsys->mount().vm().pool();
   int keep = map_flags & (MAP_FIXED | MAP_FIXED_NOREPLACE);
   void* m = REAL(mmap)(addr, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | keep, -1, 0);
@@ -279,8 +361,31 @@ void* MapMapfs(const DescRef& dr, void* addr, size_t len, int prot, int flags, o
   return MapShared(dr, addr, len, prot, flags, static_cast<uint64_t>(off));
 }
 
+// munmap of [a, b) where it meets the read view (needs g_maps_mu): view
+// maps are only forgotten (ForgetLocked, after); the kernel unmaps the
+// rest, and what of it lies in the view is lent.
+int UnmapAroundViewsLocked(uintptr_t a, uintptr_t b, std::vector<DescRef>* drop) {
+  if (a % PageSize() != 0 || b <= a) return FailErrno(EINVAL);
+  std::vector<std::pair<uintptr_t, uintptr_t>> gaps;
+  uintptr_t at = a;
+  auto it = g_maps->upper_bound(a);
+  if (it != g_maps->begin()) --it;
+  for (; it != g_maps->end() && it->first < b; ++it) {
+    if (!it->second.view || it->second.end <= a) continue;
+    if (at < it->first) gaps.emplace_back(at, it->first);
+    at = std::max(at, it->second.end);
+  }
+  if (at < b) gaps.emplace_back(at, b);
+  for (auto [lo, hi] : gaps) {
+    if (REAL(munmap)(reinterpret_cast<void*>(lo), hi - lo) != 0) return -1;
+    if (read_view::Meets(reinterpret_cast<void*>(lo), hi - lo)) LendLocked(lo, hi, drop);
+  }
+  return 0;
+}
+
 int UnmapMapfs(void* addr, size_t len) {
-  if (g_map_count.load() == 0) return REAL(munmap)(addr, len);
+  bool view = read_view::Meets(addr, len);
+  if (g_map_count.load() == 0 && !view) return REAL(munmap)(addr, len);
   auto a = reinterpret_cast<uintptr_t>(addr);
   std::vector<DescRef> drop;
   std::vector<Forgotten> mirrored;
@@ -288,7 +393,7 @@ int UnmapMapfs(void* addr, size_t len) {
     // Under the lock: a switch to a mirror (MapMirrored) never maps over
     // a range unmapped but still in the table.
     std::lock_guard<std::mutex> g(*g_maps_mu);
-    int r = REAL(munmap)(addr, len);
+    int r = view ? UnmapAroundViewsLocked(a, a + RoundUp(len), &drop) : REAL(munmap)(addr, len);
     if (r != 0) return r;
     ForgetLocked(a, a + RoundUp(len), &drop, &mirrored);
   }
@@ -339,11 +444,16 @@ namespace fs = mapfs::fs;
 using mapfs::Status;
 
 MAPFS_EXPORT void* mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
-  if (!(flags & MAP_ANONYMOUS)) {
-    if (DescRef d = MapfsFd(fd)) return MapMapfs(d, addr, len, prot, flags, off);
-    if (OvRef o = OverlayFd(fd)) return OvMap(*o, addr, len, prot, flags, off);
+  void* m;
+  if (!(flags & MAP_ANONYMOUS) && (MapfsFd(fd) || OverlayFd(fd))) {
+    if (DescRef d = MapfsFd(fd)) m = MapMapfs(d, addr, len, prot, flags, off);
+    else m = OvMap(*OverlayFd(fd), addr, len, prot, flags, off);
+  } else {
+    m = REAL(mmap)(addr, len, prot, flags, fd, off);
   }
-  return REAL(mmap)(addr, len, prot, flags, fd, off);
+  // A map the program placed over the read view (read_view.h).
+  if (m != MAP_FAILED && (flags & MAP_FIXED) && !in_core) LendIfView(m, len);
+  return m;
 }
 MAPFS_EXPORT void* mmap64(void* addr, size_t len, int prot, int flags, int fd, off64_t off) {
   return mmap(addr, len, prot, flags, fd, off);
@@ -358,13 +468,15 @@ MAPFS_EXPORT int msync(void* addr, size_t len, int flags) {
   if (!in_core && InRegion(addr)) return 0;
   if (OvHasViews() && (flags & (MS_SYNC | MS_ASYNC)) && OvSyncViews(addr, len) != 0) return -1;
   if (!in_core && g_map_count.load() != 0 && (flags & (MS_SYNC | MS_ASYNC))) {
-    // Stores through a map of the pool are persisted as the core's are.
+    // Stores through a map of the pool are persisted as the core's are
+    // (a view map takes none).
     auto a = reinterpret_cast<uintptr_t>(addr);
     bool ours = false;
     std::vector<Forgotten> mirrored;  // stretches of mirror maps in the range
     {
       std::lock_guard<std::mutex> g(*g_maps_mu);
-      ours = FindLocked(a, len) != g_maps->end();
+      auto found = FindLocked(a, len);
+      ours = found != g_maps->end() && !found->second.view;
       uintptr_t b = a + RoundUp(len);
       auto it = g_maps->upper_bound(a);
       if (it != g_maps->begin()) --it;
@@ -407,7 +519,15 @@ MAPFS_EXPORT void* mremap(void* old, size_t old_len, size_t new_len, int flags, 
       return MAP_FAILED;
     }
   }
-  if (in_core || g_map_count.load() == 0) return REAL(mremap)(old, old_len, new_len, flags, fixed);
+  if (in_core) return REAL(mremap)(old, old_len, new_len, flags, fixed);
+  if (g_map_count.load() == 0) {
+    void* m = REAL(mremap)(old, old_len, new_len, flags, fixed);
+    if (m != MAP_FAILED) {
+      LendIfView(old, old_len);  // the program moved or resized a piece of the read view
+      LendIfView(m, new_len);
+    }
+    return m;
+  }
   auto a = reinterpret_cast<uintptr_t>(old);
   DescRef d;
   uint64_t off = 0;
@@ -421,7 +541,14 @@ MAPFS_EXPORT void* mremap(void* old, size_t old_len, size_t new_len, int flags, 
       prot = it->second.prot;
     }
   }
-  if (!d) return REAL(mremap)(old, old_len, new_len, flags, fixed);
+  if (!d) {
+    void* m = REAL(mremap)(old, old_len, new_len, flags, fixed);
+    if (m != MAP_FAILED) {
+      LendIfView(old, old_len);
+      LendIfView(m, new_len);
+    }
+    return m;
+  }
   // A map of the file: the pages past the old end are the file's, not the
   // pool's next ones, so a larger map is a new map of the file.
   uint64_t o = RoundUp(old_len), n = RoundUp(new_len);
@@ -438,6 +565,7 @@ MAPFS_EXPORT void* mremap(void* old, size_t old_len, size_t new_len, int flags, 
   void* m;
   if (flags & MREMAP_FIXED) {
     m = MapShared(d, fixed, new_len, prot, MAP_FIXED, off);
+    if (m != MAP_FAILED) LendIfView(m, new_len);
   } else if (flags & MREMAP_MAYMOVE) {
     m = MapShared(d, nullptr, new_len, prot, 0, off);
   } else {
@@ -464,9 +592,24 @@ MAPFS_EXPORT int mprotect(void* addr, size_t len, int prot) {
     for (; it != g_maps->end() && it->first < b; ++it)
       if (it->second.end > a && (it->second.desc->file->flags & O_ACCMODE) != O_RDWR) return FailErrno(EACCES);
   }
+  if (!in_core && read_view::Meets(addr, len)) {
+    // View maps are read-only already; any other change to the read view
+    // makes the range the program's (read_view.h).
+    if (prot == PROT_READ && WithinViewMaps(addr, len)) return 0;
+    int r = REAL(mprotect)(addr, len, prot);
+    if (r == 0) LendIfView(addr, len);
+    return r;
+  }
   return REAL(mprotect)(addr, len, prot);
 }
 MAPFS_EXPORT int madvise(void* addr, size_t len, int advice) {
   if (!in_core && InRegion(addr)) return 0;  // advice only; never drop a file's pages
-  return REAL(madvise)(addr, len, advice);
+  int r = REAL(madvise)(addr, len, advice);
+  // Advice about the pages' use changes nothing a view map relies on
+  // (MADV_DONTNEED on a shared map drops page-table entries, not data);
+  // anything else (MADV_DONTFORK, ...) makes the range the program's.
+  bool harmless = advice == MADV_NORMAL || advice == MADV_RANDOM || advice == MADV_SEQUENTIAL ||
+                  advice == MADV_WILLNEED || advice == MADV_DONTNEED;
+  if (r == 0 && !in_core && !harmless) LendIfView(addr, len);
+  return r;
 }
