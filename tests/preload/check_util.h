@@ -1,6 +1,6 @@
 /* Helpers of the shim's C test programs (mmap_grow.c, mmap_many.c,
- * fault_app.c): a failed CHECK prints where and why, with errno, and exits
- * 1; the map helpers check every call they make. */
+ * mmap_view.c, fault_app.c): a failed CHECK prints where and why, with
+ * errno, and exits 1; the map helpers check every call they make. */
 #ifndef MAPFS_TESTS_PRELOAD_CHECK_UTIL_H
 #define MAPFS_TESTS_PRELOAD_CHECK_UTIL_H
 
@@ -55,6 +55,16 @@ static inline void expect_pread(int fd, long off, const char* s) {
 
 static inline void expect_mem(const char* p, const char* what, const char* s) {
   CHECK(memcmp(p, s, strlen(s)) == 0, "%s: '%.*s', want '%s'", what, (int)strlen(s), p, s);
+}
+
+/* The kernel mappings this process holds (lines of /proc/self/maps). */
+static inline long kernel_maps(void) {
+  FILE* f = fopen("/proc/self/maps", "r");
+  CHECK(f != NULL, "open /proc/self/maps");
+  long n = 0;
+  for (int c; (c = fgetc(f)) != EOF;) n += c == '\n';
+  fclose(f);
+  return n;
 }
 
 /* Starts argv[0] (this program, for a second process with its own mount of

@@ -18,15 +18,6 @@
 
 #include "check_util.h"
 
-static long kernel_maps(void) {
-  FILE* f = fopen("/proc/self/maps", "r");
-  CHECK(f != NULL, "open /proc/self/maps");
-  long n = 0;
-  for (int c; (c = fgetc(f)) != EOF;) n += c == '\n';
-  fclose(f);
-  return n;
-}
-
 static int open_new(const char* dir, const char* name, long size) {
   char path[PATH_BYTES];
   int fd = create_in(dir, name, path);

@@ -42,15 +42,6 @@ static char* map_ro(int fd, long len) {
   return p;
 }
 
-static long kernel_maps(void) {
-  FILE* f = fopen("/proc/self/maps", "r");
-  CHECK(f != NULL, "open /proc/self/maps");
-  long n = 0;
-  for (int c; (c = fgetc(f)) != EOF;) n += c == '\n';
-  fclose(f);
-  return n;
-}
-
 static void all_are(const char* p, long n, char c, const char* what) {
   for (long i = 0; i < n; i++) CHECK(p[i] == c, "%s: byte %ld is '%c', want '%c'", what, i, p[i], c);
 }
