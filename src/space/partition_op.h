@@ -108,21 +108,28 @@ class Partitions::Op {
     int sh = 16 * (i % 4);
     return Set(Word(node, level, 1 + i / 4), (*w & ~(uint64_t{0xffff} << sh)) | (uint64_t{m} << sh));
   }
-  static int L3Children(uint64_t kind) { return 512 >> (3 * kind); }
+  static int L3Children(int kind) { return 512 >> (3 * kind); }
+  // The level (0..2) of an L3 node's children, from its header word 0. The
+  // word comes from the pool: a value out of range is damage, never a shift.
+  static Result<int> L3Kind(uint64_t node, uint64_t w0) {
+    uint64_t kind = w0 & 0xffff;
+    if (kind > 2) return Status::Error(EUCLEAN, "L3 header with bad kind at virtual offset " + std::to_string(node));
+    return static_cast<int>(kind);
+  }
 
   // Availability mask of a Partitioned node, from its header.
   Result<uint16_t> NodeMask(uint64_t node, int level) {
     auto w0 = W0(node, level);
     if (!w0.ok()) return w0.status();
     if (level == 3) {
-      uint64_t kind = *w0 & 0xffff;
-      if (kind > 2) return Status::Error(EUCLEAN, "L3 header with bad kind at virtual offset " + std::to_string(node));
-      int n = L3Children(kind);
+      auto kind = L3Kind(node, *w0);
+      if (!kind.ok()) return kind.status();
+      int n = L3Children(*kind);
       for (int w = 0; w < (n + 63) / 64; w++) {
         auto bits = Get(Word(node, 3, 1 + w));
         if (!bits.ok()) return bits.status();
         uint64_t valid = n - 64 * w >= 64 ? ~uint64_t{0} : (uint64_t{1} << (n - 64 * w)) - 1;
-        if ((~*bits & valid) != 0) return static_cast<uint16_t>(1u << kind);
+        if ((~*bits & valid) != 0) return static_cast<uint16_t>(1u << *kind);
       }
       return uint16_t{0};
     }

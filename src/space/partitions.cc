@@ -45,9 +45,10 @@ Result<uint64_t> Partitions::Alloc(int k) {
     auto w0 = op.W0(node.voff, node.level);
     if (!w0.ok()) return w0.status();
     if (node.level == 3) {
-      uint64_t kind = *w0 & 0xffff;
-      if (kind != static_cast<uint64_t>(k)) return Status::Error(EUCLEAN, "availability mask disagrees with an L3 header");
-      int n = Op::L3Children(kind);
+      auto kind = Op::L3Kind(node.voff, *w0);
+      if (!kind.ok()) return kind.status();
+      if (*kind != k) return Status::Error(EUCLEAN, "availability mask disagrees with an L3 header");
+      int n = Op::L3Children(k);
       int found = -1;
       for (int w = 0; w < (n + 63) / 64 && found < 0; w++) {
         auto bits = op.Get(Op::Word(node.voff, 3, 1 + w));
@@ -152,16 +153,18 @@ Status Partitions::Free(uint64_t voff) {
     auto w0 = op.W0(node.voff, node.level);
     if (!w0.ok()) return w0.status();
     if (node.level == 3) {
-      uint64_t kind = *w0 & 0xffff;
+      auto k = Op::L3Kind(node.voff, *w0);
+      if (!k.ok()) return k.status();
+      int kind = *k;
       uint64_t off = voff - node.voff;
-      if (kind > 2 || off % LevelSize(static_cast<int>(kind)) != 0) return not_allocated;
-      uint64_t i = off / LevelSize(static_cast<int>(kind));
+      if (off % LevelSize(kind) != 0) return not_allocated;
+      uint64_t i = off / LevelSize(kind);
       auto bits = op.Get(Op::Word(node.voff, 3, 1 + static_cast<int>(i / 64)));
       if (!bits.ok()) return bits.status();
       uint64_t bit = uint64_t{1} << (i % 64);
       if (i == 0 || (*bits & bit) == 0) return not_allocated;
       MAPFS_RETURN_IF_ERROR(op.Set(Op::Word(node.voff, 3, 1 + static_cast<int>(i / 64)), *bits & ~bit));
-      op.discards.push_back({voff, LevelSize(static_cast<int>(kind))});
+      op.discards.push_back({voff, LevelSize(kind)});
       break;
     }
     int c = node.level - 1;
@@ -245,9 +248,11 @@ Result<int> Partitions::LevelOfLocked(uint64_t voff) {
     auto w0 = op.W0(node.voff, node.level);
     if (!w0.ok()) return w0.status();
     if (node.level == 3) {
-      int kind = static_cast<int>(*w0 & 0xffff);
+      auto k = Op::L3Kind(node.voff, *w0);
+      if (!k.ok()) return k.status();
+      int kind = *k;
       uint64_t off = voff - node.voff;
-      if (kind > 2 || off % LevelSize(kind) != 0) return not_allocated;
+      if (off % LevelSize(kind) != 0) return not_allocated;
       uint64_t i = off / LevelSize(kind);
       auto bits = op.Get(Op::Word(node.voff, 3, 1 + static_cast<int>(i / 64)));
       if (!bits.ok()) return bits.status();

@@ -43,7 +43,9 @@ SpaceStats Partitions::Stats() {
     (void)ForEachNode(op, 0, top_, [&](uint64_t node, int level, uint64_t w0) -> Status {
       s.partitioned[level]++;
       if (level == 3) {
-        int kind = static_cast<int>(w0 & 0xffff);
+        auto k = Op::L3Kind(node, w0);
+        if (!k.ok()) return Status::Ok();  // damaged: its children go uncounted; Check reports it
+        int kind = *k;
         for (int w = 0; w < 8; w++) {
           auto bits = op.Get(Op::Word(node, 3, 1 + w));
           if (bits.ok()) {
@@ -77,8 +79,9 @@ Status Partitions::Check(std::vector<PartitionInfo>* out) {
   if (root != kPartitioned) return Status::Ok();
   return ForEachNode(op, 0, top_, [&](uint64_t node, int level, uint64_t w0) -> Status {
     if (level == 3) {
-      uint64_t kind = w0 & 0xffff;
-      if (kind > 2) return Status::Error(EUCLEAN, At(node, 3) + ": bad child kind");
+      auto k = Op::L3Kind(node, w0);
+      if (!k.ok()) return Status::Error(EUCLEAN, At(node, 3) + ": bad child kind");
+      int kind = *k;
       int n = Op::L3Children(kind);
       for (int w = 0; w < 8; w++) {
         auto bits = op.Get(Op::Word(node, 3, 1 + w));
@@ -88,7 +91,7 @@ Status Partitions::Check(std::vector<PartitionInfo>* out) {
           int i = 64 * w + b;
           if (((*bits >> b) & 1) == 0) continue;
           if (i >= n) return Status::Error(EUCLEAN, At(node, 3) + ": child beyond its kind allocated");
-          if (i > 0 && out) out->push_back({node + uint64_t(i) * LevelSize(static_cast<int>(kind)), static_cast<int>(kind)});
+          if (i > 0 && out) out->push_back({node + uint64_t(i) * LevelSize(kind), kind});
         }
       }
       return Status::Ok();
@@ -124,7 +127,9 @@ Status Partitions::Reconcile() {
     if (level == 3) {
       // Free small partitions must read as zero; a crash between a free and
       // its discard can leave old bytes behind.
-      int kind = static_cast<int>(w0 & 0xffff);
+      auto k = Op::L3Kind(node, w0);
+      if (!k.ok()) return k.status();
+      int kind = *k;
       int n = Op::L3Children(kind);
       for (int i = 1; i < n; i++) {
         auto bits = op.Get(Op::Word(node, 3, 1 + i / 64));

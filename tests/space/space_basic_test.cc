@@ -185,6 +185,33 @@ TEST_F(SpaceBasicFree, DoubleFreeIsRefusedAndOthersSurvive) {
   ExpectAllFree(*m_);
 }
 
+// The kind field of an L3 header (the level of its children) comes from the
+// pool. A damaged one is reported as EUCLEAN by every entry point, and none
+// of them shifts, indexes or frees by it (a pool fuzzer found a shift by 765
+// in Reconcile).
+TEST_F(SpaceBasicFree, DamagedL3KindIsReportedNeverUsed) {
+  auto& sp = m_->space();
+  uint64_t l0 = at_[0];
+  uint64_t node = l0 & ~(LevelSize(3) - 1);
+  auto* w0 = reinterpret_cast<uint64_t*>(m_->vm().PoolPtr(node + space::format::HeaderOffset(3)));
+  ASSERT_NE(w0, nullptr);
+  ASSERT_EQ(*w0 & 0xffff, 0u) << "the L0 partition's L3 header should have kind 0";
+  const uint64_t good = *w0;
+  for (uint64_t bad : {uint64_t{3}, uint64_t{255}, uint64_t{0xffff}}) {
+    SCOPED_TRACE("kind " + std::to_string(bad));
+    *w0 = (good & ~uint64_t{0xffff}) | bad;
+    EXPECT_EQ(sp.Check(nullptr).code(), EUCLEAN);
+    EXPECT_EQ(sp.Reconcile().code(), EUCLEAN);
+    EXPECT_EQ(sp.Free(l0).code(), EUCLEAN);
+    EXPECT_EQ(sp.LevelOf(l0).status().code(), EUCLEAN);
+    space::SpaceStats s = sp.Stats();  // must not index allocated[] by the kind
+    EXPECT_EQ(s.allocated[0], stats_before_.allocated[0] - 1) << "the damaged node's children are not counted";
+  }
+  *w0 = good;
+  EXPECT_EQ(CheckedList(sp), before_) << "the failed calls changed nothing";
+  SPACE_EXPECT_OK(sp.Free(l0));
+}
+
 // Data written into a small partition never shows up in the next partition
 // handed out at that offset; neighbours keep their data.
 TEST(SpaceBasic, FreedPartitionsReadAsZero) {
