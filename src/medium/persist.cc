@@ -230,15 +230,12 @@ const char* ToString(FlushIsa isa) {
 }
 const char* ToString(Domain d) { return d == Domain::kFlush ? "flush" : "none"; }
 
-#if MAPFS_TRACE
-namespace {
-TraceHook* trace_hook = nullptr;
-InjectedBug injected_bug = InjectedBug::kNone;
-}  // namespace
-void SetTraceHook(TraceHook* hook) { trace_hook = hook; }
-TraceHook* CurrentTraceHook() { return trace_hook; }
-void SetInjectedBug(InjectedBug b) { injected_bug = b; }
-InjectedBug CurrentInjectedBug() { return injected_bug; }
-#endif
+namespace trace_detail {
+std::atomic<TraceHook*> hook{nullptr};
+std::atomic<InjectedBug> bug{InjectedBug::kNone};
+}  // namespace trace_detail
+void SetTraceHook(TraceHook* h) { trace_detail::hook.store(h, std::memory_order_release); }
+TraceHook* CurrentTraceHook() { return trace_detail::hook.load(std::memory_order_acquire); }
+void SetInjectedBug(InjectedBug b) { trace_detail::bug.store(b, std::memory_order_release); }
 
 }  // namespace mapfs::medium

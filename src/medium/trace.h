@@ -1,18 +1,18 @@
 // Crash-test instrumentation hook for the medium layer.
 //
 // Every store that matters for consistency goes through persist.h, which
-// reports it here. In a normal build (MAPFS_TRACE undefined or 0) the calls
-// below are empty inline functions and cost nothing. The test build of the
-// core (target mapfs_core_traced) defines MAPFS_TRACE=1; a test then installs
-// a TraceHook to record stores, flushes and fences, or to stop the process at
-// the Nth fence and inspect what recovery makes of the pool.
+// reports it here. The hook is off (null) unless a crash test installs a
+// TraceHook to record stores, flushes and fences, or to stop the process at
+// the Nth fence and inspect what recovery makes of the pool. It is a runtime
+// switch, not a build flavour, so the crash tests exercise the very objects
+// that ship: when off, each call costs one relaxed load of a global and a
+// branch that predicts perfectly (no measurable change per operation:
+// docs/PERFORMANCE.md). Nothing outside the tests installs a hook, and the
+// setters are not exported from libmapfs.so.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
-
-#ifndef MAPFS_TRACE
-#define MAPFS_TRACE 0
-#endif
 
 namespace mapfs::medium {
 
@@ -32,23 +32,6 @@ class TraceHook {
   virtual void OnFence() = 0;
 };
 
-#if MAPFS_TRACE
-// Installs `hook` (nullptr removes it). Not thread-safe with concurrent stores.
-void SetTraceHook(TraceHook* hook);
-TraceHook* CurrentTraceHook();
-inline void TraceStore(const void* a, size_t n) {
-  if (TraceHook* h = CurrentTraceHook()) h->OnStore(a, n);
-}
-inline void TraceNtStore(const void* a, size_t n) {
-  if (TraceHook* h = CurrentTraceHook()) h->OnNtStore(a, n);
-}
-inline void TraceFlush(const void* a, size_t n) {
-  if (TraceHook* h = CurrentTraceHook()) h->OnFlush(a, n);
-}
-inline void TraceFence() {
-  if (TraceHook* h = CurrentTraceHook()) h->OnFence();
-}
-
 // Deliberate bugs, switched on only by the crash checker's own tests to
 // prove that it catches them. Never on outside those tests.
 enum class InjectedBug {
@@ -56,19 +39,39 @@ enum class InjectedBug {
   kNoFlush,            // Flush() writes nothing back (a missing flush everywhere)
   kApplyBeforeCommit,  // redo records applied in place before their commit record
 };
-void SetInjectedBug(InjectedBug b);
-InjectedBug CurrentInjectedBug();
-inline bool BugInjected(InjectedBug b) { return CurrentInjectedBug() == b; }
-#else
-inline void TraceStore(const void*, size_t) {}
-inline void TraceNtStore(const void*, size_t) {}
-inline void TraceFlush(const void*, size_t) {}
-inline void TraceFence() {}
-enum class InjectedBug { kNone, kNoFlush, kApplyBeforeCommit };
-constexpr bool BugInjected(InjectedBug) { return false; }
-#endif
 
-// True in the traced build; lets tests refuse to run against the wrong library.
-constexpr bool kTraceBuild = MAPFS_TRACE != 0;
+namespace trace_detail {
+// Hidden: reached RIP-relative from the inline helpers below, never through
+// the GOT, and never exported.
+extern std::atomic<TraceHook*> hook __attribute__((visibility("hidden")));
+extern std::atomic<InjectedBug> bug __attribute__((visibility("hidden")));
+}  // namespace trace_detail
+
+// Installs `hook` (nullptr removes it). Install before the threads that
+// store start, remove after they end: a hook sees every thread's stores.
+void SetTraceHook(TraceHook* hook);
+TraceHook* CurrentTraceHook();
+void SetInjectedBug(InjectedBug b);
+
+inline void TraceStore(const void* a, size_t n) {
+  if (TraceHook* h = trace_detail::hook.load(std::memory_order_relaxed)) [[unlikely]]
+    h->OnStore(a, n);
+}
+inline void TraceNtStore(const void* a, size_t n) {
+  if (TraceHook* h = trace_detail::hook.load(std::memory_order_relaxed)) [[unlikely]]
+    h->OnNtStore(a, n);
+}
+inline void TraceFlush(const void* a, size_t n) {
+  if (TraceHook* h = trace_detail::hook.load(std::memory_order_relaxed)) [[unlikely]]
+    h->OnFlush(a, n);
+}
+inline void TraceFence() {
+  if (TraceHook* h = trace_detail::hook.load(std::memory_order_relaxed)) [[unlikely]]
+    h->OnFence();
+}
+inline bool BugInjected(InjectedBug b) {
+  InjectedBug cur = trace_detail::bug.load(std::memory_order_relaxed);
+  return cur != InjectedBug::kNone && cur == b;
+}
 
 }  // namespace mapfs::medium

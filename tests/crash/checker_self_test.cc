@@ -1,5 +1,5 @@
 // The crash checker's own tests: it must catch known bugs, switched into
-// the traced core on purpose (medium::InjectedBug), and its oracle must
+// the core on purpose (medium::InjectedBug, a test-only runtime switch), and its oracle must
 // tell allowed states from forbidden ones.
 #include <gtest/gtest.h>
 

@@ -45,8 +45,6 @@ Budget DefaultBudget(uint64_t seed) {
 
 class CrashEnum : public ::testing::TestWithParam<int> {
  protected:
-  static void SetUpTestSuite() { ASSERT_TRUE(medium::kTraceBuild) << "needs the traced core"; }
-
   // Runs one workload and folds its outcome into the totals; a violation
   // fails the test with the workload's name and its step results.
   Outcome Check(const Workload& w) {

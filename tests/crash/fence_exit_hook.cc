@@ -1,5 +1,5 @@
-// Linked only into libmapfs-preload-traced.so, the LD_PRELOAD shim over the
-// traced core that kill_test.cc's ShimNthFence runs programs under: with
+// Linked only into libmapfs-preload-traced.so, a copy of the LD_PRELOAD shim
+// that kill_test.cc's ShimNthFence runs programs under: with
 // MAPFS_TEST_EXIT_AT_FENCE=N in the environment, the process _exits with
 // status 42 at its Nth store fence (counted from its start), as if killed
 // right there.

@@ -68,7 +68,6 @@ class PersistCounter : public medium::TraceHook {
 class MetaFences : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(medium::kTraceBuild) << "needs the traced core";
     ASSERT_EQ(pool_.error(), "");
     auto m = fs::FileSystem::Mount(pool_.path());
     ASSERT_TRUE(m.ok()) << m.status().ToString();

@@ -100,7 +100,6 @@ struct Reference {
 class dir_crash : public ::testing::TestWithParam<Scenario> {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(medium::kTraceBuild) << "this test must link the traced core";
     dir::SetHashForTesting(GetParam().hash);
     dir::SetIndexCapacityForTesting(GetParam().index_cap);
   }

@@ -132,8 +132,6 @@ struct Reference {
 
 class SpaceCrash : public ::testing::TestWithParam<Scenario> {
  protected:
-  void SetUp() override { ASSERT_TRUE(medium::kTraceBuild) << "this test must link the traced core"; }
-
   std::unique_ptr<TempPool> FreshPool() {
     auto tp = std::make_unique<TempPool>(64 * MiB, SmallRegion(GetParam().top_level));
     EXPECT_TRUE(tp->status().ok()) << Describe(tp->status());

@@ -54,7 +54,6 @@ int RunUntilFence(const std::string& path, int n, const std::function<Status(vm:
 // Prepares ranges a and b, then for every fence of pswap(a, b, n) checks the
 // state after recovery.
 void CrashEveryFenceOfPswap(uint64_t a, uint64_t b, uint64_t pages) {
-  ASSERT_TRUE(medium::kTraceBuild);
   for (int n = 1;; n++) {
     TempPool pool(64 * MiB);
     ASSERT_TRUE(pool.status().ok());
