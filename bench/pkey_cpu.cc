@@ -10,7 +10,8 @@
 // created and removed), then times, each as the best of R runs of N ops:
 // pread and pwrite of 4 KiB at random page-aligned offsets, and lseek
 // (SEEK_CUR: a call that does almost nothing, so its figure is mostly the
-// entry and exit of a call, the key switch included). Run it with keys and
+// entry and exit of a call, the key switch included), fstat, and stat of
+// the file's path (one name under the root). Run it with keys and
 // with MAPFS_PKEYS=0, interleaved (scripts/pkey_cpu_compare.sh); the
 // difference is the switch's cost. Output "op ns" per line; nothing is
 // asserted.
@@ -22,6 +23,7 @@
 // page with and without the switch around it (what it costs a read).
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -153,7 +155,14 @@ int main(int argc, char** argv) {
   double sk = best([&](uint64_t) {
     if (mapfs_lseek(fs, fd, 0, SEEK_CUR) < 0) Die("lseek");
   });
-  std::printf("pread4k %.1f\npwrite4k %.1f\nlseek %.1f\n", rd, wr, sk);
+  struct stat st;
+  double fst = best([&](uint64_t) {
+    if (mapfs_fstat(fs, fd, &st) != 0) Die("fstat");
+  });
+  double pst = best([&](uint64_t) {
+    if (mapfs_stat(fs, "/pkey_cpu.dat", &st) != 0) Die("stat");
+  });
+  std::printf("pread4k %.1f\npwrite4k %.1f\nlseek %.1f\nfstat %.1f\nstat %.1f\n", rd, wr, sk, fst, pst);
   mapfs_close(fs, fd);
   mapfs_unlink(fs, "/pkey_cpu.dat");
   mapfs_unmount(fs);

@@ -118,8 +118,10 @@ using mapfs::CurrentUmask;
 // (medium/protection.h): outside them the pool is write-protected.
 #define MAPFS_ENTRY mapfs::medium::protection::Inside mapfs_rights_
 // A call whose path stores nothing into the pool's memory (its own, the
-// shared segment's, the region's): reads only, so no switch
-// (protection::ReadOnly). Only for calls where that is so on every path.
+// shared segment's, the region's) but this mount's own row of reader
+// counters, which is left writable: no switch (protection::ReadOnly). Only
+// for calls where that is so on every common path; a rare store opens the
+// rights around itself.
 #define MAPFS_ENTRY_READONLY mapfs::medium::protection::ReadOnly mapfs_rights_
 
 extern "C" {
@@ -267,8 +269,13 @@ int mapfs_dup2(mapfs_t* fs, int fd, int newfd) {
   return newfd;
 }
 
+// Read-only for the pool, like lseek: a reader stores only into its own
+// row of reader counters, which this process leaves writable
+// (meta/inode_locks.h); every rare store on these paths opens the rights
+// itself (SyncMirror, Vm::Sync following a mapping change, PoolLock,
+// ReapDead, ~Description). docs/SECURITY.md lists them.
 ssize_t mapfs_read(mapfs_t* fs, int fd, void* buf, size_t n) {
-  MAPFS_ENTRY;
+  MAPFS_ENTRY_READONLY;
   MAPFS_GET_FD(fs, fd, d);
   MAPFS_CHECK_BUF(buf, n);
   auto r = fs->fs->Read(*d->f, buf, n);
@@ -284,7 +291,7 @@ ssize_t mapfs_write(mapfs_t* fs, int fd, const void* buf, size_t n) {
 }
 
 ssize_t mapfs_pread(mapfs_t* fs, int fd, void* buf, size_t n, off_t off) {
-  MAPFS_ENTRY;
+  MAPFS_ENTRY_READONLY;
   MAPFS_GET_FD(fs, fd, d);
   MAPFS_CHECK_BUF(buf, n);
   if (off < 0) return FailErrno(EINVAL, "negative offset");
@@ -348,14 +355,14 @@ int mapfs_fallocate(mapfs_t* fs, int fd, int mode, off_t off, off_t len) {
 }
 
 int mapfs_fstat(mapfs_t* fs, int fd, struct stat* st) {
-  MAPFS_ENTRY;
+  MAPFS_ENTRY_READONLY;
   MAPFS_GET_FD(fs, fd, d);
   if (st == nullptr) return FailErrno(EFAULT, "null stat buffer");
   return Ret(fs->fs->Fstat(*d->f, st));
 }
 
 int mapfs_stat(mapfs_t* fs, const char* path, struct stat* st) {
-  MAPFS_ENTRY;
+  MAPFS_ENTRY_READONLY;
   MAPFS_CHECK_FS(fs);
   MAPFS_CHECK_PATH(path);
   if (st == nullptr) return FailErrno(EFAULT, "null stat buffer");
@@ -363,7 +370,7 @@ int mapfs_stat(mapfs_t* fs, const char* path, struct stat* st) {
 }
 
 int mapfs_lstat(mapfs_t* fs, const char* path, struct stat* st) {
-  MAPFS_ENTRY;
+  MAPFS_ENTRY_READONLY;
   MAPFS_CHECK_FS(fs);
   MAPFS_CHECK_PATH(path);
   if (st == nullptr) return FailErrno(EFAULT, "null stat buffer");

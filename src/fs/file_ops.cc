@@ -482,6 +482,9 @@ Result<int> FileSystem::MirrorFd(OpenFile& f, uint64_t end) {
 Status FileSystem::SyncMirror(uint64_t ino, uint64_t lo, uint64_t hi) {
   std::shared_ptr<MapMirror> m = MirrorOf(ino);
   if (!m) return Status::Ok();
+  // A write-back (a mirrored map of the file exists) is rare on a read
+  // path, which may run with the rights closed (protection::ReadOnly).
+  medium::protection::Inside rights;
   InodeLock l(locks_.get(), ino, true);
   mount_->vm().Sync();
   Inode* in = Ino(ino);

@@ -28,6 +28,7 @@
 
 #include "common/status.h"
 #include "medium/pool_format.h"
+#include "medium/protection.h"
 #include "medium/redo_log.h"
 #include "medium/shared.h"
 
@@ -236,6 +237,10 @@ class Pool {
 };
 
 // RAII for Pool::Lock.
+// Holds the rights (protection::Inside) for its whole life: the mutex and
+// what it guards live in tagged memory, and a read path that runs with the
+// rights closed (ReadOnly) may come to one, e.g. a mapper's lookup under
+// kMap. Nested in a call's own Inside it costs an rdpkru, no switch.
 class PoolLock {
  public:
   PoolLock(Pool* p, LockId id) : p_(p), id_(id) { p_->Lock(id_); }
@@ -244,6 +249,7 @@ class PoolLock {
   PoolLock& operator=(const PoolLock&) = delete;
 
  private:
+  protection::Inside rights_;  // first: open before Lock, closed after Unlock
   Pool* p_;
   LockId id_;
 };

@@ -101,4 +101,10 @@ Status Tag(void* addr, size_t len, int prot) {
   return Status::Ok();
 }
 
+Status Untag(void* addr, size_t len, int prot) {
+  if (Key() < 0 || len == 0) return Status::Ok();
+  if (::pkey_mprotect(addr, len, prot, 0) != 0) return Status::FromErrno("pkey_mprotect (key 0)");
+  return Status::Ok();
+}
+
 }  // namespace mapfs::medium::protection

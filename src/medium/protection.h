@@ -76,6 +76,11 @@ int Key();
 // Tags [addr, addr+len) (page aligned, mapped with `prot`) with the key;
 // a no-op when protection is off. Every mapping of pool memory calls it.
 Status Tag(void* addr, size_t len, int prot);
+// Gives [addr, addr+len) (page aligned, inside a tagged mapping) back the
+// default key 0, always writable: the one piece of pool memory a process
+// leaves open, its own row of reader counters (meta::InodeLocks), so that a
+// read path stores there without opening the rights. A no-op when off.
+Status Untag(void* addr, size_t len, int prot);
 
 namespace detail {
 // The PKRU bits of the key (access- and write-disable), 0 when off.

@@ -65,6 +65,9 @@ struct SharedState {
 };
 
 constexpr uint64_t kSharedMagic = 0x4d415046534d454dull;  // "MAPFSMEM"
-constexpr uint64_t kSharedLayoutVersion = 4;  // 4: the kMap lock, MountEntry's hand-off state, meta::FsShared::changes
+// 4: the kMap lock, MountEntry's hand-off state, meta::FsShared::changes.
+// 5: meta::FsShared::holds page aligned, a row per mount on pages of its own
+// (a process of version 4 would count its readers at other offsets).
+constexpr uint64_t kSharedLayoutVersion = 5;
 
 }  // namespace mapfs::medium

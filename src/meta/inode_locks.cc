@@ -1,11 +1,14 @@
 #include "meta/inode_locks.h"
 
 #include <sched.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include <algorithm>
 
+#include "common/log.h"
 #include "medium/pool.h"
+#include "medium/protection.h"
 
 namespace mapfs::meta {
 
@@ -14,6 +17,21 @@ using medium::kMaxMounts;
 InodeLocks::InodeLocks(medium::Pool* pool)
     : pool_(pool), sh_(FsSharedOf(pool)), me_(static_cast<uint32_t>(pool->mount_slot() + 1)) {
   NoteSlot();
+  SetRowOpen(me_ - 1, true);
+}
+
+void InodeLocks::SetRowOpen(uint32_t slot, bool open) {
+  bool tagged = pool_->protect() && medium::protection::Key() >= 0;
+  if (!tagged) {
+    row_open_ = true;
+    return;
+  }
+  void* row = &sh_->holds[slot][0];
+  constexpr int kProt = PROT_READ | PROT_WRITE;
+  Status st = open ? medium::protection::Untag(row, kHoldRowBytes, kProt)
+                   : medium::protection::Tag(row, kHoldRowBytes, kProt);
+  if (open) row_open_ = st.ok();
+  if (!st.ok()) MAPFS_LOG("mapfs: reader counters of mount slot %u: %s\n", slot, st.ToString().c_str());
 }
 
 void InodeLocks::NoteSlot() {
@@ -23,8 +41,13 @@ void InodeLocks::NoteSlot() {
 }
 
 void InodeLocks::AfterFork() {
+  // The child inherited the parent's mapping, the parent's row open in it:
+  // that row is the parent's again (tagged), the child's own is opened.
+  uint32_t parent = me_ - 1;
   me_ = static_cast<uint32_t>(pool_->mount_slot() + 1);
   NoteSlot();
+  if (me_ - 1 != parent) SetRowOpen(parent, false);
+  SetRowOpen(me_ - 1, true);
 }
 
 void InodeLocks::ScrubSlot(medium::Pool* pool, int slot) {
@@ -63,7 +86,19 @@ bool InodeLocks::ReadersActive(uint32_t stripe) {
   return false;
 }
 
+// The stores of a reader go to this mount's own row only (open with the
+// rights closed, see row_open_); waiting stores nothing but may reap
+// (ReapDead opens the rights itself).
 void InodeLocks::ReadLock(uint32_t stripe) {
+  if (__builtin_expect(!row_open_, 0)) {
+    medium::protection::Inside rights;
+    ReadLockOwn(stripe);
+    return;
+  }
+  ReadLockOwn(stripe);
+}
+
+void InodeLocks::ReadLockOwn(uint32_t stripe) {
   auto& mine = sh_->holds[me_ - 1][stripe];
   int round = 0;
   for (;;) {
@@ -74,7 +109,14 @@ void InodeLocks::ReadLock(uint32_t stripe) {
   }
 }
 
-void InodeLocks::ReadUnlock(uint32_t stripe) { sh_->holds[me_ - 1][stripe].fetch_sub(1); }
+void InodeLocks::ReadUnlock(uint32_t stripe) {
+  if (__builtin_expect(!row_open_, 0)) {
+    medium::protection::Inside rights;
+    sh_->holds[me_ - 1][stripe].fetch_sub(1);
+    return;
+  }
+  sh_->holds[me_ - 1][stripe].fetch_sub(1);
+}
 
 void InodeLocks::WriteLock(uint32_t stripe) {
   int round = 0;
@@ -89,6 +131,9 @@ void InodeLocks::WriteLock(uint32_t stripe) {
 void InodeLocks::WriteUnlock(uint32_t stripe) { sh_->writer[stripe].store(0); }
 
 int InodeLocks::ReapDead() {
+  // Rare (a waiter every ~50 ms), and it may come from a reader under
+  // ReadOnly: it stores into other mounts' rows and writer words.
+  medium::protection::Inside rights;
   medium::SharedState* ss = pool_->shared();
   uint32_t n = std::min<uint32_t>(sh_->slots_used.load(), kMaxMounts);
   std::vector<std::pair<uint32_t, uint64_t>> dead;  // (mount slot, token)

@@ -21,6 +21,15 @@
 //
 // A thread never takes a second lock while it holds one, except through
 // LockSet (which takes several in stripe order). Locks are not recursive.
+//
+// Protection keys (medium/protection.h): where the pool's mappings carry the
+// key, this mount's own row of reader counters (FsShared::holds[slot], pages
+// of its own) is left untagged in this process's mapping, so ReadLock and
+// ReadUnlock store there with the rights closed: pread, read, stat and
+// fstat run under protection::ReadOnly, without the two wrpkru. Every other
+// store here (writer words, other rows, slots_used, ReapDead) is rare on a
+// read path and opens the rights itself (an Inside, nested in the call's
+// scope), or runs only inside an Inside already (WriteLock: every writer).
 #pragma once
 
 #include <cstdint>
@@ -44,12 +53,17 @@ class InodeLocks {
   void WriteUnlock(uint32_t stripe);
 
   // Releases locks held by dead mounts. Returns how many mounts were reaped.
+  // Opens the rights itself (a reader waiting under ReadOnly reaches it).
   int ReapDead();
 
   // In the child of fork(), after the pool took its own mount
   // (Pool::AfterFork): from now on this copy holds locks as that mount; the
   // parent's holds stay the parent's.
   void AfterFork();
+
+  // Whether this mount's row of reader counters is writable with the
+  // rights closed (untagged, or no key at all). Tests look.
+  bool row_open() const { return row_open_; }
 
   // Clears every hold and writer word of mount slot `slot` (Pool's
   // OpenOptions::scrub_slot): what a dead mount that had the slot left.
@@ -61,10 +75,18 @@ class InodeLocks {
   void Wait(int* round);
   bool ReadersActive(uint32_t stripe);
   void NoteSlot();
+  void ReadLockOwn(uint32_t stripe);
+  // Leaves row `slot` untagged (open) or tags it again (a fork's child
+  // giving its parent's row back); sets row_open_.
+  void SetRowOpen(uint32_t slot, bool open);
 
   medium::Pool* pool_;
   FsShared* sh_;
   uint32_t me_;  // mount slot + 1
+  // False only when keys tag this pool and the row could not be left open
+  // (pkey_mprotect failed): then ReadLock/ReadUnlock open the rights
+  // themselves, so a read path under ReadOnly still never faults.
+  bool row_open_ = true;
 };
 
 // Write (or read) locks on a set of inodes, taken in stripe order without

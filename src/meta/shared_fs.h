@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 
 #include "medium/pool.h"
@@ -54,7 +55,12 @@ struct FsShared {
   std::atomic<uint64_t> inode_hint;
   // Readers holding each stripe, per mount. A process that dies leaves only
   // its own counters behind, which whoever notices the death zeroes.
-  std::atomic<uint16_t> holds[medium::kMaxMounts][kLockStripes];
+  // Each mount's row fills whole pages of its own (kHoldRowBytes, page
+  // aligned): with protection keys a process leaves its own row untagged in
+  // its mapping (InodeLocks), so its read paths take reader locks without
+  // opening the rights, while every other row stays tagged
+  // (docs/SECURITY.md, "Stray stores: protection keys").
+  alignas(4096) std::atomic<uint16_t> holds[medium::kMaxMounts][kLockStripes];
   // Open descriptions per inode across every process (unlink of an open
   // file keeps the inode until this drops to zero).
   std::atomic<uint32_t> open_count[format::kMaxInodes];
@@ -67,6 +73,10 @@ struct FsShared {
   ChangeRing changes;
 };
 static_assert(sizeof(FsShared) <= medium::kFsSharedBytes);
+// A row is whole pages, page aligned in the segment (SharedState::fs is).
+constexpr size_t kHoldRowBytes = sizeof(std::atomic<uint16_t>) * kLockStripes;
+static_assert(kHoldRowBytes % 4096 == 0 && offsetof(FsShared, holds) % 4096 == 0);
+static_assert(offsetof(medium::SharedState, fs) % 4096 == 0);
 
 inline FsShared* FsSharedOf(medium::Pool* pool) { return reinterpret_cast<FsShared*>(pool->shared()->fs); }
 

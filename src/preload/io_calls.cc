@@ -64,8 +64,11 @@ int OpenAny(int dirfd, const char* path, int flags, mode_t mode, int (*real)(int
 // (so it takes no position lock of its own) and the shim advances it; only
 // an O_APPEND write on the shim's offset leaves that to the core, which
 // alone knows where the append landed.
+// Read-only for the pool (CoreReadScope), as mapfs_pread: the reader lock
+// stores into this mount's own row only, left writable; the position is
+// the shim's or the kernel's; rare stores open the rights themselves.
 ssize_t ReadAt(Desc& d, int fd, void* buf, size_t n, int64_t off) {
-  CoreScope cs;
+  CoreReadScope cs;
   if (off < 0) {
     PositionLock pos(d, fd);
     if (!pos.kernel()) {

@@ -39,7 +39,7 @@ int StatRoute(const Route& r, struct stat* st, bool follow) {
   if (st == nullptr) return FailErrno(EFAULT);
   fs::FileSystem* f = FsOrFail();
   if (f == nullptr) return -1;
-  CoreScope cs;
+  CoreReadScope cs;  // as mapfs_stat: no store but into this mount's own reader row
   return Ret(f->Stat(r.path, st, follow, r.at));
 }
 
@@ -47,7 +47,7 @@ int FstatFd(int fd, struct stat* st) {
   DescRef d = MapfsFd(fd);
   if (!d) return -2;  // not ours
   if (st == nullptr) return FailErrno(EFAULT);
-  CoreScope cs;
+  CoreReadScope cs;  // as mapfs_fstat
   return Ret(d->fsys->Fstat(*d->file, st));
 }
 

@@ -242,9 +242,11 @@ struct CoreScopeWith {
   Rights rights_;
 };
 using CoreScope = CoreScopeWith<medium::protection::Inside>;
-// For a wrapper whose whole path stores nothing into the pool's memory
-// (lseek): reentrancy as CoreScope, the rights of protection::ReadOnly
-// (no switch). A description it drops last closes under ~Desc's own
+// For a wrapper whose common path stores nothing into the pool's memory
+// but this mount's own row of reader counters, left writable (lseek; read,
+// pread, readv, stat, fstat): reentrancy as CoreScope, the rights of
+// protection::ReadOnly (no switch). Rare stores on these paths open the
+// rights themselves; a description it drops last closes under ~Desc's own
 // CoreScope.
 using CoreReadScope = CoreScopeWith<medium::protection::ReadOnly>;
 

@@ -414,6 +414,9 @@ void Vm::Sync() {
   auto* sh = VmShared(pool_->shared());
   uint64_t s = sh->inval_seq.load(std::memory_order_acquire);
   if (s == seen_seq_.load(std::memory_order_relaxed)) return;
+  // Following another process's mapping change is rare on a read path,
+  // which may run with the rights closed (protection::ReadOnly).
+  medium::protection::Inside rights;
   std::lock_guard<std::mutex> g(sync_mu_);
   uint64_t seen = seen_seq_.load();
   if (s - seen > static_cast<uint64_t>(kInvalRing) / 2) {
