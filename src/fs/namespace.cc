@@ -86,7 +86,7 @@ Status FileSystem::Leave(std::string path, int links, std::string_view link) {
 
 uint64_t FileSystem::DirRoot(uint64_t ino) { return Ino(ino)->part; }
 
-Result<dir::Entry> FileSystem::LookupIn(uint64_t d, std::string_view name, dir::EntryLoc* loc) {
+Result<dir::Entry> FileSystem::LookupIn(uint64_t d, std::string_view name, dir::EntryLoc* loc, bool* pinned) {
   InodeLock l(locks_.get(), d, false);
   Inode* in = Ino(d);
   if (in == nullptr || in->mode == 0 || in->nlink == 0) return Status::Error(ENOENT, "directory was removed");
@@ -100,6 +100,13 @@ Result<dir::Entry> FileSystem::LookupIn(uint64_t d, std::string_view name, dir::
   if (c == nullptr || medium::Load64(&c->mode) == 0)
     return Status::Error(EUCLEAN, "entry '" + std::string(name) + "' of directory inode " + std::to_string(d) +
                                       " names free inode " + std::to_string(e->ino) + " (run fsck --repair)");
+  // The pin OpenExisting takes after rechecking the name under this same
+  // lock: an unlink needs the directory's write lock, so it either ran
+  // before (no entry) or runs after and sees the count.
+  if (pinned != nullptr && e->type != DT_LNK) {
+    shared_->open_count[e->ino].fetch_add(1);
+    *pinned = true;
+  }
   return e;
 }
 
@@ -110,7 +117,7 @@ bool FileSystem::StillNames(uint64_t parent_root, const Walk& w, std::string_vie
 }
 
 Result<FileSystem::Walk> FileSystem::Resolve(const Cred& cr, uint64_t at, std::string_view path, bool follow_last,
-                                              int depth, bool keep_last) {
+                                              int depth, bool keep_last, bool pin_last) {
   if (path.empty()) return Status::Error(ENOENT, "empty path");
   // Only the caller's path is limited: a symlink's target spliced into the
   // rest of the path may grow past PATH_MAX (a link to itself plus more
@@ -172,7 +179,11 @@ Result<FileSystem::Walk> FileSystem::Resolve(const Cred& cr, uint64_t at, std::s
       child = medium::Load64(&d->parent);
       type = DT_DIR;
     } else {
-      auto e = LookupIn(cur, c, last ? &w.loc : nullptr);
+      // A pin is taken only where the walk surely ends on this entry with
+      // success: the last component, no trailing slash to judge, not a
+      // symlink (LookupIn's check) that may be followed.
+      bool pin = pin_last && last && !trailing;
+      auto e = LookupIn(cur, c, last ? &w.loc : nullptr, pin ? &w.pinned : nullptr);
       if (!e.ok()) {
         if (e.status().code() == ENOENT && last) {
           w.parent = cur;
@@ -202,7 +213,8 @@ Result<FileSystem::Walk> FileSystem::Resolve(const Cred& cr, uint64_t at, std::s
         if (!UnderPrefix(t, prefix_)) return Leave(std::move(rest), depth + 1, c);
         rest = t.size() == prefix_.size() ? std::string("/") : std::string(t.substr(prefix_.size()));
       }
-      return Resolve(cr, rest[0] == '/' ? meta::format::kRootIno : cur, rest, follow_last, depth + 1, keep_last);
+      return Resolve(cr, rest[0] == '/' ? meta::format::kRootIno : cur, rest, follow_last, depth + 1, keep_last,
+                     pin_last);
     }
     if (last) {
       w.parent = cur;
