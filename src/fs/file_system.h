@@ -31,6 +31,7 @@
 #include "dir/cib.h"
 #include "fs/cred.h"
 #include "fs/map_mirror.h"
+#include "fs/name_cache.h"
 #include "file/file_data.h"
 #include "meta/inode_locks.h"
 #include "meta/inode_table.h"
@@ -379,6 +380,12 @@ class FileSystem {
   std::atomic<size_t> n_mirrors_{0};
   std::shared_ptr<MapMirror> MirrorOf(uint64_t ino);
   meta::FsShared* shared_ = nullptr;
+  // Directories the walks passed through (name_cache.h); exact against
+  // every process's removals through shared_->names_removed.
+  NameCache names_;
+  // Call under the directory's write lock, before the transaction that
+  // removes or replaces one of its entries commits (name_cache.h).
+  void NoteNameRemoved() { shared_->names_removed.fetch_add(1, std::memory_order_seq_cst); }
   std::unique_ptr<ChangePublisher> changes_;
   file::Mode default_mode_ = file::Mode::kSync;
   bool recovered_ = false;

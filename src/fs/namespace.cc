@@ -183,18 +183,26 @@ Result<FileSystem::Walk> FileSystem::Resolve(const Cred& cr, uint64_t at, std::s
       // success: the last component, no trailing slash to judge, not a
       // symlink (LookupIn's check) that may be followed.
       bool pin = pin_last && last && !trailing;
-      auto e = LookupIn(cur, c, last ? &w.loc : nullptr, pin ? &w.pinned : nullptr);
-      if (!e.ok()) {
-        if (e.status().code() == ENOENT && last) {
-          w.parent = cur;
-          w.name = std::string(c);
-          w.ino = 0;
-          return w;
+      // A directory passed through may come from the name cache; the
+      // epoch is read before the lookup whose answer is stored.
+      uint64_t epoch = last ? 0 : names_.Epoch();
+      if (!last && names_.Find(cur, c, epoch, &child)) {
+        type = DT_DIR;
+      } else {
+        auto e = LookupIn(cur, c, last ? &w.loc : nullptr, pin ? &w.pinned : nullptr);
+        if (!e.ok()) {
+          if (e.status().code() == ENOENT && last) {
+            w.parent = cur;
+            w.name = std::string(c);
+            w.ino = 0;
+            return w;
+          }
+          return e.status();
         }
-        return e.status();
+        child = e->ino;
+        type = e->type;
+        if (!last && type == DT_DIR) names_.Put(cur, c, epoch, child);
       }
-      child = e->ino;
-      type = e->type;
     }
     if (type == DT_LNK && (!last || follow_last || (trailing && !keep_last))) {
       if (depth >= kMaxSymlinks) return Status::Error(ELOOP, "too many levels of symbolic links");
@@ -563,6 +571,9 @@ Status FileSystem::Unlink(std::string_view path, uint64_t at) {
     MetaTx tx(&mount_->pool(), &mount_->vm());
     int64_t now = file::NowNs();
     bool free_after = false;
+    // Unlink never removes a directory (EISDIR above), but an entry whose
+    // type says directory may be cached (name_cache.h) whatever its inode.
+    if (w->type == DT_DIR) NoteNameRemoved();
     MAPFS_RETURN_IF_ERROR(cib_->Remove(DirRoot(w->parent), w->name, &tx));
     MAPFS_RETURN_IF_ERROR(TouchDir(w->parent, now, 0, &tx));
     MAPFS_RETURN_IF_ERROR(DropLink(w->ino, now, &tx, &free_after));
@@ -600,6 +611,7 @@ Status FileSystem::Rmdir(std::string_view path, uint64_t at) {
     MetaTx tx(&mount_->pool(), &mount_->vm());
     int64_t now = file::NowNs();
     bool free_after = false;
+    NoteNameRemoved();
     MAPFS_RETURN_IF_ERROR(cib_->Remove(DirRoot(w->parent), w->name, &tx));
     MAPFS_RETURN_IF_ERROR(TouchDir(w->parent, now, -1, &tx));
     MAPFS_RETURN_IF_ERROR(DropLink(w->ino, now, &tx, &free_after));
@@ -775,6 +787,9 @@ Status FileSystem::Rename(std::string_view from, std::string_view to, unsigned f
     uint64_t dpart = di ? di->part : 0, dflags = di ? di->flags : 0;
     mode_t dmode = di ? static_cast<mode_t>(di->mode) : 0;
     if (exchange) {
+      // Name caches hold directories only: the entry (and the inode, in
+      // case damage made them disagree) say whether one may be stale.
+      if (sdir || ddir || s->type == DT_DIR || d->type == DT_DIR) NoteNameRemoved();
       MAPFS_RETURN_IF_ERROR(cib_->Replace(sroot, s->name, {d->ino, DtOf(di->mode)}, &tx));
       MAPFS_RETURN_IF_ERROR(cib_->Replace(droot, d->name, {s->ino, DtOf(si->mode)}, &tx));
       uint64_t dv = inodes_->VoffOf(d->ino);
@@ -797,6 +812,7 @@ Status FileSystem::Rename(std::string_view from, std::string_view to, unsigned f
       return Status::Ok();
     }
     if (di) {
+      if (ddir || d->type == DT_DIR) NoteNameRemoved();
       MAPFS_RETURN_IF_ERROR(cib_->Replace(droot, d->name, {s->ino, DtOf(si->mode)}, &tx));
       MAPFS_RETURN_IF_ERROR(DropLink(d->ino, now, &tx, &free_after));
     } else {
@@ -804,6 +820,7 @@ Status FileSystem::Rename(std::string_view from, std::string_view to, unsigned f
       if (ins.code() == EEXIST) continue;  // the target appeared since the walk
       MAPFS_RETURN_IF_ERROR(ins);
     }
+    if (sdir || s->type == DT_DIR) NoteNameRemoved();
     MAPFS_RETURN_IF_ERROR(cib_->Remove(sroot, s->name, &tx));
     MAPFS_RETURN_IF_ERROR(tx.Store64(sv + offsetof(Inode, ctime_ns), static_cast<uint64_t>(now)));
     int sdelta = 0, ddelta = 0;

@@ -65,6 +65,6 @@ struct SharedState {
 };
 
 constexpr uint64_t kSharedMagic = 0x4d415046534d454dull;  // "MAPFSMEM"
-constexpr uint64_t kSharedLayoutVersion = 4;  // 4: the kMap lock, MountEntry's hand-off state, meta::FsShared::changes
+constexpr uint64_t kSharedLayoutVersion = 5;  // 4: the kMap lock, MountEntry's hand-off state, meta::FsShared::changes; 5: FsShared::names_removed
 
 }  // namespace mapfs::medium
