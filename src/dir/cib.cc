@@ -83,12 +83,29 @@ Status ValidName(std::string_view name) {
   if (name.size() > kMaxName) return Status::Error(ENAMETOOLONG, "name longer than 255 bytes");
   if (name.empty()) return Status::Error(EINVAL, "empty name");
   if (name == "." || name == "..") return Status::Error(EINVAL, "\".\" and \"..\" are not stored");
-  // One pass over the bytes: names are short, and two library searches
-  // (memchr) cost more than the loop on every lookup and insert.
-  for (char c : name) {
-    if (c == '/') return Status::Error(EINVAL, "name holds '/'");
-    if (c == '\0') return Status::Error(EINVAL, "name holds NUL");
+  // Eight bytes at a time (every lookup and insert pays this; a byte loop
+  // cost ~80 instructions for a 12-byte name): a word holds a NUL or a '/'
+  // exactly when HasZero finds a zero byte in it or in it XOR "////////".
+  // The tail is padded with 'a', which is neither.
+  constexpr uint64_t kOnes = 0x0101010101010101ull, kHighs = 0x8080808080808080ull;
+  constexpr uint64_t kSlashes = kOnes * '/';
+  auto has_zero = [](uint64_t v) { return ((v - kOnes) & ~v & kHighs) != 0; };
+  uint64_t bad_nul = 0, bad_slash = 0;
+  size_t i = 0;
+  for (; i + 8 <= name.size(); i += 8) {
+    uint64_t w;
+    std::memcpy(&w, name.data() + i, 8);
+    bad_nul |= has_zero(w);
+    bad_slash |= has_zero(w ^ kSlashes);
   }
+  if (i < name.size()) {
+    uint64_t w = kOnes * 'a';
+    std::memcpy(&w, name.data() + i, name.size() - i);
+    bad_nul |= has_zero(w);
+    bad_slash |= has_zero(w ^ kSlashes);
+  }
+  if (bad_slash) return Status::Error(EINVAL, "name holds '/'");
+  if (bad_nul) return Status::Error(EINVAL, "name holds NUL");
   return Status::Ok();
 }
 

@@ -55,8 +55,9 @@ Status FileSystem::MayOpen(const Cred& cr, const meta::format::Inode* in, int fl
 Status FileSystem::OpenExisting(const Cred& cr, const Walk& w, int flags, std::shared_ptr<OpenFile>* out) {
   // Pin the inode (open count) while its name is locked: an unlink needs
   // the parent's write lock, so it either ran before (we see no entry) or
-  // runs after (and sees the count).
-  {
+  // runs after (and sees the count). A walk with pin_last did that already
+  // where it found the name (no second lookup of it).
+  if (!w.pinned) {
     InodeLock l(locks_.get(), w.parent, false);
     Inode* p = Ino(w.parent);
     if (p == nullptr || p->mode == 0 || p->nlink == 0) return Status::Error(ENOENT, "directory was removed");
@@ -114,7 +115,9 @@ Result<std::shared_ptr<OpenFile>> FileSystem::Open(std::string_view path, int fl
     if (!IsDot(w->name)) return Status::Error(EISDIR, "is a directory");
   }
   for (;;) {
-    auto w = Resolve(cr, at, path, follow);
+    // Without O_CREAT the walk pins what it finds (every path below hands
+    // a pinned walk to OpenExisting, which owns the count from there).
+    auto w = Resolve(cr, at, path, follow, 0, false, !(flags & O_CREAT));
     if (!w.ok()) return w.status();
     std::shared_ptr<OpenFile> f;
     if (w->ino == 0) {

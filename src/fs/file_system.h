@@ -31,6 +31,7 @@
 #include "dir/cib.h"
 #include "fs/cred.h"
 #include "fs/map_mirror.h"
+#include "fs/name_cache.h"
 #include "file/file_data.h"
 #include "meta/inode_locks.h"
 #include "meta/inode_table.h"
@@ -281,6 +282,10 @@ class FileSystem {
     dir::EntryLoc loc;    // where `name` was found in `parent` (a hint, see Cib::StillNames)
     bool trailing_slash = false;
     bool too_long = false;  // keep_last only: the last name exceeds NAME_MAX (ino = 0)
+    // pin_last only: the walk took an open count on `ino` under `parent`'s
+    // read lock, right where it found the name (as OpenExisting would after
+    // a recheck); the caller owns that count and drops it with Close.
+    bool pinned = false;
     // The error for a last component that names nothing.
     Status Missing() const {
       return too_long ? Status::Error(ENAMETOOLONG, "name too long") : Status::Error(ENOENT, "no such file or directory");
@@ -296,11 +301,16 @@ class FileSystem {
   //
   // Every directory the walk passes through (the last component's parent
   // included) must grant `c` search permission (EACCES otherwise).
+  // pin_last: pin what the last component names when it is not a symlink
+  // and the path has no trailing slash (Walk::pinned says when it did).
   Result<Walk> Resolve(const Cred& c, uint64_t at, std::string_view path, bool follow_last, int depth = 0,
-                       bool keep_last = false);
+                       bool keep_last = false, bool pin_last = false);
   // Records the exit of a walk leaving the pool; returns kLeavesPool.
   Status Leave(std::string path, int links, std::string_view link);
-  Result<dir::Entry> LookupIn(uint64_t dir, std::string_view name, dir::EntryLoc* loc = nullptr);
+  // pin: take an open count on what `name` names, under the directory's
+  // lock, unless it is a symlink; *pinned says whether it did.
+  Result<dir::Entry> LookupIn(uint64_t dir, std::string_view name, dir::EntryLoc* loc = nullptr,
+                              bool* pinned = nullptr);
   // Under `parent`'s lock: `name` still names `ino` there (a Walk's
   // finding, checked at its location first, else by a lookup).
   bool StillNames(uint64_t parent_root, const Walk& w, std::string_view name, uint64_t ino);
@@ -370,6 +380,12 @@ class FileSystem {
   std::atomic<size_t> n_mirrors_{0};
   std::shared_ptr<MapMirror> MirrorOf(uint64_t ino);
   meta::FsShared* shared_ = nullptr;
+  // Directories the walks passed through (name_cache.h); exact against
+  // every process's removals through shared_->names_removed.
+  NameCache names_;
+  // Call under the directory's write lock, before the transaction that
+  // removes or replaces one of its entries commits (name_cache.h).
+  void NoteNameRemoved() { shared_->names_removed.fetch_add(1, std::memory_order_seq_cst); }
   std::unique_ptr<ChangePublisher> changes_;
   file::Mode default_mode_ = file::Mode::kSync;
   bool recovered_ = false;

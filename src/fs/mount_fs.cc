@@ -77,6 +77,7 @@ Result<std::unique_ptr<FileSystem>> FileSystem::Mount(const std::string& pool, c
   fs->cib_ = std::make_unique<dir::Cib>(dir::Env{&p, &vm, &sp});
   fs->data_ = std::make_unique<file::FileData>(&p, &vm, &sp);
   fs->shared_ = meta::FsSharedOf(&p);
+  fs->names_.Attach(&fs->shared_->names_removed);
   fs->changes_ = std::make_unique<ChangePublisher>(&fs->shared_->changes, &p);
   fs->locks_ = std::make_unique<meta::InodeLocks>(&p);
   fs->dev_ = DeviceOf(p.header().uuid);
@@ -346,6 +347,7 @@ FsCheckReport FileSystem::Repair() {
     MetaTx tx(&mount_->pool(), &mount_->vm());
     std::string what = "inode " + std::to_string(d.dir) + ": entry '" + d.name + "' named free inode " +
                        std::to_string(d.ino);
+    NoteNameRemoved();  // the entry may name a directory some walk cached
     Status s = cib_->Remove(Ino(d.dir)->part, d.name, &tx);
     if (s.ok()) s = tx.Commit();
     if (s.ok())

@@ -86,7 +86,7 @@ Status FileSystem::Leave(std::string path, int links, std::string_view link) {
 
 uint64_t FileSystem::DirRoot(uint64_t ino) { return Ino(ino)->part; }
 
-Result<dir::Entry> FileSystem::LookupIn(uint64_t d, std::string_view name, dir::EntryLoc* loc) {
+Result<dir::Entry> FileSystem::LookupIn(uint64_t d, std::string_view name, dir::EntryLoc* loc, bool* pinned) {
   InodeLock l(locks_.get(), d, false);
   Inode* in = Ino(d);
   if (in == nullptr || in->mode == 0 || in->nlink == 0) return Status::Error(ENOENT, "directory was removed");
@@ -100,6 +100,13 @@ Result<dir::Entry> FileSystem::LookupIn(uint64_t d, std::string_view name, dir::
   if (c == nullptr || medium::Load64(&c->mode) == 0)
     return Status::Error(EUCLEAN, "entry '" + std::string(name) + "' of directory inode " + std::to_string(d) +
                                       " names free inode " + std::to_string(e->ino) + " (run fsck --repair)");
+  // The pin OpenExisting takes after rechecking the name under this same
+  // lock: an unlink needs the directory's write lock, so it either ran
+  // before (no entry) or runs after and sees the count.
+  if (pinned != nullptr && e->type != DT_LNK) {
+    shared_->open_count[e->ino].fetch_add(1);
+    *pinned = true;
+  }
   return e;
 }
 
@@ -110,7 +117,7 @@ bool FileSystem::StillNames(uint64_t parent_root, const Walk& w, std::string_vie
 }
 
 Result<FileSystem::Walk> FileSystem::Resolve(const Cred& cr, uint64_t at, std::string_view path, bool follow_last,
-                                              int depth, bool keep_last) {
+                                              int depth, bool keep_last, bool pin_last) {
   if (path.empty()) return Status::Error(ENOENT, "empty path");
   // Only the caller's path is limited: a symlink's target spliced into the
   // rest of the path may grow past PATH_MAX (a link to itself plus more
@@ -172,18 +179,30 @@ Result<FileSystem::Walk> FileSystem::Resolve(const Cred& cr, uint64_t at, std::s
       child = medium::Load64(&d->parent);
       type = DT_DIR;
     } else {
-      auto e = LookupIn(cur, c, last ? &w.loc : nullptr);
-      if (!e.ok()) {
-        if (e.status().code() == ENOENT && last) {
-          w.parent = cur;
-          w.name = std::string(c);
-          w.ino = 0;
-          return w;
+      // A pin is taken only where the walk surely ends on this entry with
+      // success: the last component, no trailing slash to judge, not a
+      // symlink (LookupIn's check) that may be followed.
+      bool pin = pin_last && last && !trailing;
+      // A directory passed through may come from the name cache; the
+      // epoch is read before the lookup whose answer is stored.
+      uint64_t epoch = last ? 0 : names_.Epoch();
+      if (!last && names_.Find(cur, c, epoch, &child)) {
+        type = DT_DIR;
+      } else {
+        auto e = LookupIn(cur, c, last ? &w.loc : nullptr, pin ? &w.pinned : nullptr);
+        if (!e.ok()) {
+          if (e.status().code() == ENOENT && last) {
+            w.parent = cur;
+            w.name = std::string(c);
+            w.ino = 0;
+            return w;
+          }
+          return e.status();
         }
-        return e.status();
+        child = e->ino;
+        type = e->type;
+        if (!last && type == DT_DIR) names_.Put(cur, c, epoch, child);
       }
-      child = e->ino;
-      type = e->type;
     }
     if (type == DT_LNK && (!last || follow_last || (trailing && !keep_last))) {
       if (depth >= kMaxSymlinks) return Status::Error(ELOOP, "too many levels of symbolic links");
@@ -202,7 +221,8 @@ Result<FileSystem::Walk> FileSystem::Resolve(const Cred& cr, uint64_t at, std::s
         if (!UnderPrefix(t, prefix_)) return Leave(std::move(rest), depth + 1, c);
         rest = t.size() == prefix_.size() ? std::string("/") : std::string(t.substr(prefix_.size()));
       }
-      return Resolve(cr, rest[0] == '/' ? meta::format::kRootIno : cur, rest, follow_last, depth + 1, keep_last);
+      return Resolve(cr, rest[0] == '/' ? meta::format::kRootIno : cur, rest, follow_last, depth + 1, keep_last,
+                     pin_last);
     }
     if (last) {
       w.parent = cur;
@@ -551,6 +571,9 @@ Status FileSystem::Unlink(std::string_view path, uint64_t at) {
     MetaTx tx(&mount_->pool(), &mount_->vm());
     int64_t now = file::NowNs();
     bool free_after = false;
+    // Unlink never removes a directory (EISDIR above), but an entry whose
+    // type says directory may be cached (name_cache.h) whatever its inode.
+    if (w->type == DT_DIR) NoteNameRemoved();
     MAPFS_RETURN_IF_ERROR(cib_->Remove(DirRoot(w->parent), w->name, &tx));
     MAPFS_RETURN_IF_ERROR(TouchDir(w->parent, now, 0, &tx));
     MAPFS_RETURN_IF_ERROR(DropLink(w->ino, now, &tx, &free_after));
@@ -588,6 +611,7 @@ Status FileSystem::Rmdir(std::string_view path, uint64_t at) {
     MetaTx tx(&mount_->pool(), &mount_->vm());
     int64_t now = file::NowNs();
     bool free_after = false;
+    NoteNameRemoved();
     MAPFS_RETURN_IF_ERROR(cib_->Remove(DirRoot(w->parent), w->name, &tx));
     MAPFS_RETURN_IF_ERROR(TouchDir(w->parent, now, -1, &tx));
     MAPFS_RETURN_IF_ERROR(DropLink(w->ino, now, &tx, &free_after));
@@ -763,6 +787,9 @@ Status FileSystem::Rename(std::string_view from, std::string_view to, unsigned f
     uint64_t dpart = di ? di->part : 0, dflags = di ? di->flags : 0;
     mode_t dmode = di ? static_cast<mode_t>(di->mode) : 0;
     if (exchange) {
+      // Name caches hold directories only: the entry (and the inode, in
+      // case damage made them disagree) say whether one may be stale.
+      if (sdir || ddir || s->type == DT_DIR || d->type == DT_DIR) NoteNameRemoved();
       MAPFS_RETURN_IF_ERROR(cib_->Replace(sroot, s->name, {d->ino, DtOf(di->mode)}, &tx));
       MAPFS_RETURN_IF_ERROR(cib_->Replace(droot, d->name, {s->ino, DtOf(si->mode)}, &tx));
       uint64_t dv = inodes_->VoffOf(d->ino);
@@ -785,6 +812,7 @@ Status FileSystem::Rename(std::string_view from, std::string_view to, unsigned f
       return Status::Ok();
     }
     if (di) {
+      if (ddir || d->type == DT_DIR) NoteNameRemoved();
       MAPFS_RETURN_IF_ERROR(cib_->Replace(droot, d->name, {s->ino, DtOf(si->mode)}, &tx));
       MAPFS_RETURN_IF_ERROR(DropLink(d->ino, now, &tx, &free_after));
     } else {
@@ -792,6 +820,7 @@ Status FileSystem::Rename(std::string_view from, std::string_view to, unsigned f
       if (ins.code() == EEXIST) continue;  // the target appeared since the walk
       MAPFS_RETURN_IF_ERROR(ins);
     }
+    if (sdir || s->type == DT_DIR) NoteNameRemoved();
     MAPFS_RETURN_IF_ERROR(cib_->Remove(sroot, s->name, &tx));
     MAPFS_RETURN_IF_ERROR(tx.Store64(sv + offsetof(Inode, ctime_ns), static_cast<uint64_t>(now)));
     int sdelta = 0, ddelta = 0;

@@ -68,6 +68,7 @@ constexpr uint64_t kSharedMagic = 0x4d415046534d454dull;  // "MAPFSMEM"
 // 4: the kMap lock, MountEntry's hand-off state, meta::FsShared::changes.
 // 5: meta::FsShared::holds page aligned, a row per mount on pages of its own
 // (a process of version 4 would count its readers at other offsets).
-constexpr uint64_t kSharedLayoutVersion = 5;
+// 6: meta::FsShared::names_removed, the epoch of the name caches.
+constexpr uint64_t kSharedLayoutVersion = 6;
 
 }  // namespace mapfs::medium

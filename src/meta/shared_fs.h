@@ -71,6 +71,10 @@ struct FsShared {
   // that dies with a map leaves nothing to clean up.
   std::atomic<uint8_t> mapped[format::kMaxInodes];
   ChangeRing changes;
+  // Bumped by every process, under the directory's write lock and before
+  // its transaction commits, each time it removes or replaces a directory
+  // entry: the epoch of the process-local name caches (fs/name_cache.h).
+  alignas(64) std::atomic<uint64_t> names_removed;
 };
 static_assert(sizeof(FsShared) <= medium::kFsSharedBytes);
 // A row is whole pages, page aligned in the segment (SharedState::fs is).
