@@ -8,6 +8,8 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -32,7 +34,26 @@ constexpr long kBtrfsMagic = 0x9123683E;
 
 uint64_t RoundUp(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
-Status PlainCopy(int src, uint64_t soff, int dst, uint64_t doff, uint64_t len) {
+// Copies staged bytes from the staging file's mapping with plain writes of
+// up to 1 MiB: on ext4 and tmpfs ~25 % less CPU a page than copy_file_range,
+// which splices page by page (2026-11-27: 1.3 against 1.7 us a page on ext4,
+// 2.7 against 3.4 on tmpfs, 16 MiB relinked). The mapping covers the whole
+// staging file, so no page of it is past the file's end (no SIGBUS).
+Status CopyFromMap(const char* src, int dst, uint64_t doff, uint64_t len) {
+  constexpr uint64_t kStep = 1 << 20;  // bounds the time of one call (a signal waits for it)
+  while (len > 0) {
+    ssize_t w = pwrite(dst, src, static_cast<size_t>(std::min(len, kStep)), static_cast<off_t>(doff));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return Status::FromErrno("overlay relink: write target");
+    src += w;
+    doff += static_cast<uint64_t>(w);
+    len -= static_cast<uint64_t>(w);
+  }
+  return Status::Ok();
+}
+
+Status PlainCopy(int src, uint64_t soff, int dst, uint64_t doff, uint64_t len, const char* src_map = nullptr) {
+  if (src_map != nullptr) return CopyFromMap(src_map + soff, dst, doff, len);
   while (len > 0) {
     loff_t s = static_cast<loff_t>(soff), d = static_cast<loff_t>(doff);
     ssize_t r = copy_file_range(src, &s, dst, &d, len, 0);
@@ -142,13 +163,13 @@ Status CopyRange(int src, uint64_t src_off, int dst, uint64_t dst_off, uint64_t 
 }
 
 Status Relink(RelinkMethod m, int target_fd, int stage_fd, uint64_t off, uint64_t len, uint64_t stage_off,
-              uint64_t block, RelinkMethod* used) {
+              uint64_t block, RelinkMethod* used, const char* stage_map) {
   *used = RelinkMethod::kCopy;
   uint64_t end = off + len;
   // Whole blocks only for the cheap methods: the head up to the first block
   // boundary is the target's old last block, shared with bytes it keeps.
   uint64_t head_end = std::min(end, RoundUp(off, block));
-  if (m == RelinkMethod::kCopy || head_end >= end) return PlainCopy(stage_fd, stage_off, target_fd, off, len);
+  if (m == RelinkMethod::kCopy || head_end >= end) return PlainCopy(stage_fd, stage_off, target_fd, off, len, stage_map);
   uint64_t body = end - head_end, sbody = stage_off + (head_end - off);
   if (m == RelinkMethod::kMoveExtents) {
     // The target's range must exist (unwritten) for extents to be swapped
@@ -167,8 +188,8 @@ Status Relink(RelinkMethod m, int target_fd, int stage_fd, uint64_t off, uint64_
       uint64_t moved = std::min<uint64_t>(me.moved_len * block, body);
       if (moved > 0) *used = RelinkMethod::kMoveExtents;
       if (r == 0 || moved > 0) {
-        MAPFS_RETURN_IF_ERROR(PlainCopy(stage_fd, stage_off, target_fd, off, head_end - off));
-        return PlainCopy(stage_fd, sbody + moved, target_fd, head_end + moved, body - moved);
+        MAPFS_RETURN_IF_ERROR(PlainCopy(stage_fd, stage_off, target_fd, off, head_end - off, stage_map));
+        return PlainCopy(stage_fd, sbody + moved, target_fd, head_end + moved, body - moved, stage_map);
       }
     }
   } else if (m == RelinkMethod::kClone) {
@@ -181,11 +202,11 @@ Status Relink(RelinkMethod m, int target_fd, int stage_fd, uint64_t off, uint64_
       // The clone's last block may reach past the end: cut it back.
       if (ftruncate(target_fd, static_cast<off_t>(end)) != 0) return Status::FromErrno("overlay relink: trim target");
       *used = RelinkMethod::kClone;
-      return PlainCopy(stage_fd, stage_off, target_fd, off, head_end - off);
+      return PlainCopy(stage_fd, stage_off, target_fd, off, head_end - off, stage_map);
     }
   }
   // Refused before anything moved: the copy.
-  return PlainCopy(stage_fd, stage_off, target_fd, off, len);
+  return PlainCopy(stage_fd, stage_off, target_fd, off, len, stage_map);
 }
 
 }  // namespace mapfs::overlay::split

@@ -4,7 +4,8 @@
 //   ext4:        EXT4_IOC_MOVE_EXT swaps whole blocks of the staging file
 //                into the target (whose range is first allocated unwritten);
 //   XFS, btrfs:  FICLONERANGE shares the staging blocks with the target;
-//   elsewhere:   (tmpfs...) copy_file_range, a copy in the kernel.
+//   elsewhere:   (tmpfs...) a copy: written from the staging file's
+//                mapping, or copy_file_range without one.
 // The partial block at the head of a relink (the target's old last block)
 // is always copied. A method the file system refuses at run time falls back
 // to the copy (and the engine stops trying it).
@@ -33,8 +34,10 @@ RelinkMethod DetectRelinkMethod(int dir_fd, const char** fs_name, std::string* w
 // of `block`. Afterwards the target's size is at least off+len. `used` says
 // which method did it (the copy when `m` was refused). For kMoveExtents the
 // staging file's range holds the target's old (unwritten) blocks afterwards.
+// `stage_map`, when not null, maps the whole staging file (MAP_SHARED):
+// bytes that are copied are written from it (cheaper than copy_file_range).
 Status Relink(RelinkMethod m, int target_fd, int stage_fd, uint64_t off, uint64_t len, uint64_t stage_off,
-              uint64_t block, RelinkMethod* used);
+              uint64_t block, RelinkMethod* used, const char* stage_map = nullptr);
 
 // Copies [src_off, src_off+len) of src to dst_off of dst. data_only: only
 // the data ranges of src (SEEK_DATA/SEEK_HOLE), for a staging file whose

@@ -277,7 +277,7 @@ Status SplitFile::RelinkLocked(bool durable) {
       return Status::FromErrno("overlay: msync staging");
   }
   RelinkMethod used;
-  Status r = Relink(engine_->method(), st.wfd, st.sfd, off, len, soff, st.block, &used);
+  Status r = Relink(engine_->method(), st.wfd, st.sfd, off, len, soff, st.block, &used, st.smap);
   if (!r.ok()) return r;
   if (used != engine_->method()) engine_->RefusedMethod();
   st.ksize = st.send;
