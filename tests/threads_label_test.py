@@ -12,7 +12,8 @@ libraries it links (";"-separated). Fails when
   - a binary whose sources start a thread is not marked (a new threaded
     test that ThreadSanitizer would never see), or a marked one starts none
     (TSan time spent on nothing it can judge);
-  - a test of a marked binary (matching CASES) lacks the label, or a test
+  - a test of a marked binary (matching CASES) lacks the label, or one
+    left out by CASES whose own body (Suite.Case) starts a thread; or a test
     has the label but does not run a marked binary: threads_tests would not
     build what it needs.
 fork() alone is not a reason: TSan checks each process's own accesses, so
@@ -40,12 +41,33 @@ def starts_threads(path):
     return None
 
 
+TEST_MACRO = re.compile(r"^\s*(?:TYPED_)?TEST(?:_F|_P)?\(\s*(\w+)\s*,\s*(\w+)\s*\)", re.M)
+
+
+def threaded_cases(path):
+    """Suite.Case of each gtest case in path whose body (its text up to the
+    next test) starts a thread itself."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = "\n".join(line.split("//", 1)[0] for line in f)
+    except FileNotFoundError:
+        return []
+    found = list(TEST_MACRO.finditer(text))
+    cases = []
+    for i, m in enumerate(found):
+        body = text[m.end():found[i + 1].start() if i + 1 < len(found) else len(text)]
+        if START.search(body):
+            cases.append(f"{m.group(1)}.{m.group(2)}")
+    return cases
+
+
 def main():
     if len(sys.argv) != 4:
         print(__doc__, file=sys.stderr)
         return 2
     manifest, ctest, build = sys.argv[1:]
     binaries = {}  # file -> (name, cases regex or None)
+    must_label = []  # (binary, Suite.Case) of a THREADS_CASES binary
     problems = []
     marked = 0
     with open(manifest, encoding="utf-8") as f:
@@ -57,6 +79,8 @@ def main():
                 where = where or starts_threads(src)
             if cases:
                 marked += 1
+                for src in srcs.split(";"):
+                    must_label += [(name, c) for c in threaded_cases(src)]
                 if not where:
                     problems.append(f"{name} is marked THREADS but none of its sources starts a thread")
             elif where:
@@ -76,6 +100,12 @@ def main():
         has = "threads" in labels
         labelled += has
         binary = binaries.get(cmd[0])
+        if binary and not has:
+            # A case that starts a thread in its own body, left out by CASES.
+            for b, case in must_label:
+                if b == binary[0] and re.search(r"(^|[./])" + re.escape(case) + r"(/|$|\s)", name):
+                    problems.append(f"{name} starts a thread ({case}) but lacks label threads: "
+                                    f"widen THREADS_CASES of {b}")
         if name.endswith("_NOT_BUILT"):
             problems.append(f"{name}: this check needs every test binary built")
         elif binary and binary[1] and re.search(binary[1], name):
