@@ -493,6 +493,14 @@ bool OvViewsMeet(const void* addr, size_t len) {
   return e != nullptr && e->ViewsMeet(addr, len);
 }
 
+int OvProtectViews(void* addr, size_t len, int prot) {
+  overlay::Engine* e = g_engine;
+  if (e == nullptr) return FailErrno(ENOSYS);
+  CoreScope cs;
+  int err = e->ProtectViews(addr, len, prot);
+  return err == 0 ? 0 : FailErrno(err);
+}
+
 int OvSyncViews(void* addr, size_t len) {
   overlay::Engine* e = g_engine;
   if (e == nullptr) return 0;

@@ -107,6 +107,9 @@ bool OvHasViews();
 void OvUnmapViews(void* addr, size_t len);
 int OvSyncViews(void* addr, size_t len);
 bool OvViewsMeet(const void* addr, size_t len);
+// mprotect of a range that meets the engine's maps (OvViewsMeet): 0, or -1
+// with errno.
+int OvProtectViews(void* addr, size_t len, int prot);
 
 // Descriptors of virtualized files reached by a process through the kernel
 // only: adopted again (overlay_inherit.cc). At load, for those inherited
