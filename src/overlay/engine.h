@@ -134,6 +134,9 @@ class Engine {
   // errno, as the kernel's.
   virtual bool HasViews() const { return false; }
   virtual int ProtectViews(void* /*addr*/, size_t /*len*/, int /*prot*/) { return ENOSYS; }
+  // The kernel is about to store into [addr, addr+len) (a read(2) into a
+  // buffer that may lie in the engine's maps).
+  virtual void PrepareKernelStores(void* /*addr*/, size_t /*len*/) {}
   virtual Status UnmapViews(void* /*addr*/, size_t /*len*/) { return Status::Ok(); }
   virtual Status SyncViews(void* /*addr*/, size_t /*len*/) { return Status::Ok(); }
   virtual void SyncAllViews() {}

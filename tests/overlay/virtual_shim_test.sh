@@ -93,6 +93,11 @@ say("mprotect-ro", libc.mprotect(addr, 3 * 4096, mmap.PROT_READ), os.pread(fd, 2
 say("mprotect-rw", libc.mprotect(addr, 3 * 4096, mmap.PROT_READ | mmap.PROT_WRITE))
 m[4096:4098] = b"P2"; m[0:2] = b"Q1"
 say("mprotect-after", os.pread(fd, 2, 0), os.pread(fd, 2, 4096))
+# The kernel storing into the map (readv from a pipe into a clean page):
+# no EFAULT, and the bytes reach the file.
+r, w = os.pipe(); os.write(w, b"PIPE")
+say("readv-into-map", os.readv(r, [memoryview(m)[8192:8196]]), os.pread(fd, 4, 8192))
+os.close(r); os.close(w)
 del buf; m.close(); os.close(fd)
 
 # Holes: SEEK_DATA / SEEK_HOLE, fallocate.

@@ -304,6 +304,28 @@ TEST_F(VirtualView, StoresRacingReadsOfOtherThreadsAreNeverLost) {
   ASSERT_EQ(::munmap(p, content.size()), 0);
 }
 
+TEST_F(VirtualView, KernelStoresIntoAMapArePreparedFor) {
+  // A kernel copy into a write-protected page fails with EFAULT (it does
+  // not fault): the shim prepares the buffer of a read(2) it passes on.
+  auto f = Open("k", O_RDWR | O_CREAT);
+  std::string content(3 * 4096, '.');
+  ASSERT_TRUE(f->Pwrite(content.data(), content.size(), 0).ok());
+  auto m = f->Map(nullptr, content.size(), PROT_READ | PROT_WRITE, MAP_SHARED, 0);
+  ASSERT_TRUE(m.ok());
+  char* p = static_cast<char*>(*m);
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  ASSERT_EQ(::write(fds[1], "PIPE", 4), 4);
+  engine_->PrepareKernelStores(p + 4096 + 10, 4);
+  EXPECT_EQ(Perms(p + 4096), "rw-s");
+  EXPECT_EQ(::read(fds[0], p + 4096 + 10, 4), 4);
+  EXPECT_EQ(Read(*f, 4096 + 10, 4), "PIPE");
+  ::close(fds[0]);
+  ::close(fds[1]);
+  ASSERT_TRUE(engine_->UnmapViews(p, content.size()).ok());
+  ASSERT_EQ(::munmap(p, content.size()), 0);
+}
+
 TEST_F(VirtualView, TruncateZeroesTheMapAndStoresPastTheEndAreDropped) {
   auto f = Open("tr", O_RDWR | O_CREAT);
   std::string content(40 * 4096, 'x');  // large enough that whole pages are released

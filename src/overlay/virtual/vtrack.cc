@@ -250,6 +250,24 @@ void Track::Forget(size_t first, size_t last) {
   WaitHandlers(s);
 }
 
+void Track::Unprotect(size_t first, size_t last) {
+  if (!Mine()) return;
+  Slot& s = slots[slot_];
+  std::atomic<uint8_t>* st = s.pages.load();
+  last = std::min(last, s.npages.load());
+  size_t p = first;
+  while (p < last) {
+    uint8_t b = st[p].load();
+    size_t q = p + 1;
+    while (q < last && (st[q].load() & (kValid | kProt)) == (b & (kValid | kProt))) q++;
+    if ((b & kValid) && (b & PROT_WRITE)) {
+      for (size_t i = p; i < q; i++) Mark(s, st, i);  // before the pages turn writable (the invariant)
+      (void)RawProtect(base_ + p * Page(), (q - p) * Page(), b & kProt);
+    }
+    p = q;
+  }
+}
+
 int Track::Protect(size_t first, size_t last, int prot) {
   if (!Mine()) return RawProtect(base_ + first * Page(), (last - first) * Page(), prot);
   Slot& s = slots[slot_];

@@ -71,6 +71,11 @@ class Track {
   // The application's mprotect of pages [first, last): records `prot` and
   // applies it (minus PROT_WRITE on clean pages). 0 or an errno.
   int Protect(size_t first, size_t last, int prot);
+  // Pages [first, last) that the application may store to: marked dirty
+  // and given its prot now, for a store the kernel makes (read(2) into the
+  // map: a kernel copy into a write-protected page fails with EFAULT, it
+  // does not fault).
+  void Unprotect(size_t first, size_t last);
   char* base() const { return base_; }
 
  private:

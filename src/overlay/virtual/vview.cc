@@ -150,6 +150,11 @@ void ViewList::Truncated(uint64_t size) {
   }
 }
 
+void ViewList::Unprotect(View& v, size_t from, size_t to) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (v.track != nullptr) v.track->Unprotect(v.tpage + from / Page(), v.tpage + to / Page());
+}
+
 int ViewList::Protect(View& v, size_t from, size_t to, int prot) {
   std::lock_guard<std::mutex> g(mu_);  // no write-back between its clear and its protect meanwhile
   if (v.track != nullptr) return v.track->Protect(v.tpage + from / Page(), v.tpage + to / Page(), prot);
@@ -295,6 +300,22 @@ int ViewRegistry::Protect(void* addr, size_t len, int prot) {
     if (first == 0) first = e;
   }
   return first;
+}
+
+void ViewRegistry::Unprotect(void* addr, size_t len) {
+  uintptr_t lo = reinterpret_cast<uintptr_t>(addr) / Page() * Page();
+  uintptr_t hi = RoundUp(reinterpret_cast<uintptr_t>(addr) + len);
+  std::vector<std::pair<Entry, std::pair<size_t, size_t>>> hits;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = by_addr_.upper_bound(lo);
+    if (it != by_addr_.begin()) --it;
+    for (; it != by_addr_.end() && it->first < hi; ++it) {
+      uintptr_t a = std::max(lo, it->first), b = std::min(hi, it->first + it->second.view->len);
+      if (a < b && it->second.view->track != nullptr) hits.push_back({it->second, {a - it->first, b - it->first}});
+    }
+  }
+  for (auto& [e, r] : hits) e.list->Unprotect(*e.view, r.first, r.second);
 }
 
 Status ViewRegistry::Unmap(void* addr, size_t len) {

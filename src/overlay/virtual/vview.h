@@ -88,6 +88,8 @@ class ViewList {
   // The application's mprotect of v's bytes [from, to) (page multiples).
   // 0 or an errno.
   int Protect(View& v, size_t from, size_t to, int prot);
+  // v's bytes [from, to) are about to be stored to by the kernel.
+  void Unprotect(View& v, size_t from, size_t to);
   void Add(std::shared_ptr<View> v);
   void Remove(const View* v);
 
@@ -113,6 +115,10 @@ class ViewRegistry {
   // views' pages through their lists, the rest as the kernel would. 0 or
   // an errno.
   int Protect(void* addr, size_t len, int prot);
+  // The kernel is about to store into [addr, addr+len) (read(2) into a
+  // map): its clean pages are made writable (and dirty) first, since a
+  // kernel copy into a write-protected page fails with EFAULT.
+  void Unprotect(void* addr, size_t len);
   void SyncAll();
   bool Meets(const void* addr, size_t len);
 
