@@ -150,6 +150,7 @@ bool Setup() {
   static std::once_flag once;
   static bool ok = false;
   std::call_once(once, [] {
+    (void)Page();  // its static is set here, never first in the handler
     ok = vm::RegisterFaultServer(&ServeViewFault).ok();
     if (ok) pthread_atfork(AtforkPrepare, nullptr, AtforkChild);
   });
