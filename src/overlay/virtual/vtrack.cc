@@ -64,8 +64,16 @@ size_t nfree = 0;
 uint64_t next_id = 1;
 std::atomic<uint64_t> fork_epoch{0};
 
+// Sets p's dirty bit if p is a live page (a page forgotten meanwhile stays
+// 0: a write-back must never protect an address that may be another map's
+// by then).
 void Mark(Slot& s, std::atomic<uint8_t>* st, size_t p) {
-  if (!(st[p].fetch_or(kDirty) & kDirty)) s.ndirty.fetch_add(1);
+  uint8_t b = st[p].load();
+  while ((b & kValid) && !(b & kDirty))
+    if (st[p].compare_exchange_weak(b, static_cast<uint8_t>(b | kDirty))) {
+      s.ndirty.fetch_add(1);
+      return;
+    }
 }
 
 void WaitHandlers(Slot& s) {
@@ -221,13 +229,14 @@ void Track::TakeDirty(size_t first, size_t last, std::vector<std::pair<size_t, s
   size_t p = first;
   while (p < last) {
     uint8_t b = st[p].load();
-    if (!(b & kDirty)) {
+    if ((b & (kDirty | kValid)) != (kDirty | kValid)) {
       p++;
       continue;
     }
     // A run of dirty pages with one prot: one mprotect.
     size_t q = p + 1;
-    while (q < last && (st[q].load() & (kDirty | kProt)) == (b & (kDirty | kProt))) q++;
+    const uint8_t key = kDirty | kValid | kProt;
+    while (q < last && (st[q].load() & key) == (b & key)) q++;
     for (size_t i = p; i < q; i++)
       if (st[i].fetch_and(static_cast<uint8_t>(~kDirty)) & kDirty) s.ndirty.fetch_sub(1);
     int e = RawProtect(base_ + p * Page(), (q - p) * Page(), (b & kProt) & ~PROT_WRITE);
