@@ -36,7 +36,8 @@ std::string Perms(const void* p) {
     std::string range, perms;
     in >> range >> perms;
     size_t dash = range.find('-');
-    uintptr_t lo = std::stoull(range.substr(0, dash), nullptr, 16), hi = std::stoull(range.substr(dash + 1), nullptr, 16);
+    uintptr_t lo = std::stoull(range.substr(0, dash), nullptr, 16);
+    uintptr_t hi = std::stoull(range.substr(dash + 1), nullptr, 16);
     if (a >= lo && a < hi) return perms;
   }
   return "";
