@@ -20,6 +20,7 @@
 
 #include "overlay/virtual/virtual_engine.h"
 #include "overlay/virtual/vtrack.h"
+#include "vm/fault.h"
 #include "virtual_test_util.h"
 
 namespace mapfs::overlay::vrt::testing {
@@ -421,11 +422,11 @@ void ProgramHandler(int, siginfo_t* info, void*) {
 }
 
 TEST_F(VirtualView, TheProgramsOwnFaultsStillReachItsHandler) {
-  struct sigaction sa {}, old {};
-  sa.sa_sigaction = ProgramHandler;
-  sa.sa_flags = SA_SIGINFO;
-  sigemptyset(&sa.sa_mask);
-  ASSERT_EQ(::sigaction(SIGSEGV, &sa, &old), 0);
+  // Installed as the shim installs a program's action: into the program's
+  // view once mapfs's handler holds the signal (an earlier test in this
+  // process made a writable map), else in the kernel (recorded then).
+  vm::KernelSigaction act{reinterpret_cast<uintptr_t>(&ProgramHandler), SA_SIGINFO, 0, 0}, old{};
+  ASSERT_EQ(vm::ProgramSigaction(SIGSEGV, &act, &old, false), 0);
   auto f = Open("sig", O_RDWR | O_CREAT);
   std::string content(2 * 4096, '.');
   ASSERT_TRUE(f->Pwrite(content.data(), content.size(), 0).ok());
@@ -453,7 +454,7 @@ TEST_F(VirtualView, TheProgramsOwnFaultsStillReachItsHandler) {
   ::munmap(ro, 4096);
   ASSERT_TRUE(engine_->UnmapViews(p, content.size()).ok());
   ASSERT_EQ(::munmap(p, content.size()), 0);
-  ::sigaction(SIGSEGV, &old, nullptr);
+  vm::ProgramSigaction(SIGSEGV, &old, nullptr, false);
 }
 
 }  // namespace
