@@ -425,6 +425,7 @@ TEST_F(VirtualView, TheProgramsOwnFaultsStillReachItsHandler) {
   // Installed as the shim installs a program's action: into the program's
   // view once mapfs's handler holds the signal (an earlier test in this
   // process made a writable map), else in the kernel (recorded then).
+  g_program_faults = 0;
   vm::KernelSigaction act{reinterpret_cast<uintptr_t>(&ProgramHandler), SA_SIGINFO, 0, 0}, old{};
   ASSERT_EQ(vm::ProgramSigaction(SIGSEGV, &act, &old, false), 0);
   auto f = Open("sig", O_RDWR | O_CREAT);
