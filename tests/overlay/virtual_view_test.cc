@@ -397,7 +397,8 @@ TEST_F(VirtualView, MapsBeyondTheTrackingTableAreComparedWhole) {
     ASSERT_TRUE(m.ok()) << i << ": " << m.status().message();
     maps.push_back(static_cast<char*>(*m));
   }
-  EXPECT_EQ(Perms(maps.back()), "rw-s");  // untracked: writable from the start
+  EXPECT_EQ(Perms(maps.front()), "r--s");  // tracked: clean
+  EXPECT_EQ(Perms(maps.back()), "rw-s");   // untracked: writable from the start
   maps.back()[3] = 'U';
   EXPECT_EQ(Read(*f, 3, 1), "U");
   maps.front()[4] = 'T';
