@@ -20,6 +20,7 @@
 
 #include "overlay/virtual/virtual_engine.h"
 #include "overlay/virtual/vtrack.h"
+#include "overlay/virtual/vview.h"
 #include "vm/fault.h"
 #include "virtual_test_util.h"
 
@@ -46,7 +47,12 @@ std::string Perms(const void* p) {
 
 class VirtualView : public ::testing::Test {
  protected:
+  // Every writable shared map is tracked here (vview.h: by default a
+  // file's first kUntrackedViews are not), so that the tests below reach the
+  // tracking with one map; AFilesFirstMapsAreNotWriteProtected restores the
+  // default.
   void SetUp() override {
+    setenv("MAPFS_OVERLAY_TRACK_FROM", "0", 1);
     auto e = NewVirtualEngine(Options{dir_.path(), EngineKind::kVirtual, Mode::kPosix});
     ASSERT_TRUE(e.ok()) << e.status().message();
     engine_ = std::move(*e);
@@ -205,6 +211,39 @@ TEST_F(VirtualView, ThreadsStoreAndWriteWhileAnotherSyncs) {
   std::string got = Read(*f, 0, content.size());
   EXPECT_EQ(got.substr(0, 200), std::string(200, 's'));
   EXPECT_EQ(got.substr(8 * 4096, 200), std::string(200, 'w'));
+}
+
+// By default a file's first maps are plain writable maps, compared whole
+// at each write-back: the kernel may store into them directly (a recv, a
+// read(2) made inside the C library, which the shim never sees) without the
+// EFAULT a write-protected page would give; only later maps are tracked.
+TEST_F(VirtualView, AFilesFirstMapsAreNotWriteProtected) {
+  unsetenv("MAPFS_OVERLAY_TRACK_FROM");
+  auto f = Open("few", O_RDWR | O_CREAT);
+  std::string content(2 * 4096, '.');
+  ASSERT_TRUE(f->Pwrite(content.data(), content.size(), 0).ok());
+  std::vector<char*> maps;
+  for (size_t i = 0; i <= kUntrackedViews; i++) {
+    auto m = f->Map(nullptr, content.size(), PROT_READ | PROT_WRITE, MAP_SHARED, 0);
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    maps.push_back(static_cast<char*>(*m));
+  }
+  for (size_t i = 0; i < kUntrackedViews; i++) EXPECT_EQ(Perms(maps[i]), "rw-s") << "map " << i;
+  EXPECT_EQ(Perms(maps.back()), "r--s");  // the one past them: tracked
+  int pfd[2];
+  ASSERT_EQ(::pipe(pfd), 0);
+  ASSERT_EQ(::write(pfd[1], "kernel", 6), 6);
+  EXPECT_EQ(::read(pfd[0], maps[0] + 100, 6), 6) << strerror(errno);  // the kernel's store
+  ::close(pfd[0]);
+  ::close(pfd[1]);
+  EXPECT_EQ(Read(*f, 100, 6), "kernel");
+  maps.back()[4096 + 1] = 'x';  // through the tracked map: faults, marked
+  EXPECT_EQ(Read(*f, 4096, 2), ".x");
+  for (char* p : maps) {
+    ASSERT_TRUE(engine_->UnmapViews(p, content.size()).ok());
+    ASSERT_EQ(::munmap(p, content.size()), 0);
+  }
+  EXPECT_EQ(Read(*f, 100, 6) + Read(*f, 4096, 2), "kernel.x");
 }
 
 // Dirty tracking (vtrack.h): clean pages of a writable map are write-

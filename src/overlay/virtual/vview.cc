@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 namespace mapfs::overlay::vrt {
@@ -17,6 +18,15 @@ size_t Page() {
   return p;
 }
 size_t RoundUp(size_t n) { return (n + Page() - 1) / Page() * Page(); }
+
+// How many of a file's shared views are mapped before new ones are tracked
+// (vview.h): kUntrackedViews, or MAPFS_OVERLAY_TRACK_FROM. Read at each map
+// (not cached: tests change it), never in the fault handler.
+size_t TrackFrom() {
+  const char* e = getenv("MAPFS_OVERLAY_TRACK_FROM");
+  if (e == nullptr || *e < '0' || *e > '9') return kUntrackedViews;
+  return static_cast<size_t>(strtoul(e, nullptr, 10));
+}
 
 // A truncate zeroes up to this many bytes of a view by hand rather than
 // releasing the pages: a file cut and grown again (fsx does it all the
@@ -214,18 +224,20 @@ Result<void*> ViewRegistry::Map(const std::shared_ptr<VFile>& f, const std::shar
   if (s.ok()) s = Fill(*f, v->alias, L, off, &v->zero_from);
   if (s.ok()) {
     std::memcpy(v->twin, v->alias, L);
-    // Writable: mapped clean (write-protected) and tracked; if it cannot
-    // be tracked, given PROT_WRITE and compared whole.
+    // Writable: past the file's first views (TrackFrom), mapped clean
+    // (write-protected) and tracked; otherwise, or if it cannot be tracked,
+    // given PROT_WRITE and compared whole.
     bool w = prot & PROT_WRITE;
-    void* p = mmap(addr, L, w ? prot & ~PROT_WRITE : prot, MAP_SHARED | place, mfd, 0);
+    bool track = w && list->size() >= TrackFrom();
+    void* p = mmap(addr, L, track ? prot & ~PROT_WRITE : prot, MAP_SHARED | place, mfd, 0);
     if (p == MAP_FAILED) {
       s = Status::FromErrno("mmap");
     } else {
       v->addr = static_cast<char*>(p);
-      if (w) v->track = Track::Make(v->addr, L / Page(), prot);
+      if (track) v->track = Track::Make(v->addr, L / Page(), prot);
       if (w && v->track == nullptr) {
         v->writable = true;
-        if (int e = RawProtect(p, L, prot); e != 0) {
+        if (int e = track ? RawProtect(p, L, prot) : 0; e != 0) {
           s = Status::Error(e, "mprotect");
           munmap(p, L);
         }

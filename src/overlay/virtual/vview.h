@@ -23,6 +23,14 @@
 // only the dirty pages, and a view nobody stored into costs one load. A
 // view that cannot be tracked (table full) is compared whole, as is every
 // view that existed at a fork (the other process's stores mark nothing).
+// Only a file's views beyond its first kUntrackedViews are tracked
+// (MAPFS_OVERLAY_TRACK_FROM=N overrides, 0: all): a write-protected page
+// costs a fault per page stored to after each write-back, and the kernel's
+// own stores into it (recv, or read(2) from inside the C library, which the
+// shim does not see) fail with EFAULT. A program with a few maps of a file
+// keeps maps that behave as the kernel's and pays a compare of each at a
+// write-back; one that piles up maps (fsx maps for every read and never
+// unmaps) pays per dirty page, not per map.
 // A read-only view is never compared: nothing can store through it (an
 // application's mprotect adding PROT_WRITE goes through Protect).
 //
@@ -47,6 +55,9 @@
 #include "overlay/virtual/vtrack.h"
 
 namespace mapfs::overlay::vrt {
+
+// The number of a file's shared views mapped before new ones are tracked.
+constexpr size_t kUntrackedViews = 4;
 
 // One shared view. Page-aligned: addr, alias, twin and len are page
 // multiples; off is the content offset of addr.
@@ -78,6 +89,7 @@ struct View {
 class ViewList {
  public:
   bool empty() const { return n_.load(std::memory_order_acquire) == 0; }
+  size_t size() const { return n_.load(std::memory_order_acquire); }
   // Stores through views that fall in the content range [lo, hi) reach the
   // file (a read of that range follows, or a sync).
   Status WriteBack(uint64_t lo, uint64_t hi);
