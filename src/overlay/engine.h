@@ -129,8 +129,14 @@ class Engine {
   // shim's munmap/msync fast path. UnmapViews: before the kernel unmaps
   // [addr, addr+len), stores made through the engine's maps in that range
   // reach the file and the engine forgets them. SyncViews: msync of the
-  // range. SyncAllViews: before exec and at exit.
+  // range. SyncAllViews: before exec and at exit. ProtectViews: the
+  // application's mprotect of a range that meets them (ViewsMeet); 0 or an
+  // errno, as the kernel's.
   virtual bool HasViews() const { return false; }
+  virtual int ProtectViews(void* /*addr*/, size_t /*len*/, int /*prot*/) { return ENOSYS; }
+  // The kernel is about to store into [addr, addr+len) (a read(2) into a
+  // buffer that may lie in the engine's maps).
+  virtual void PrepareKernelStores(void* /*addr*/, size_t /*len*/) {}
   virtual Status UnmapViews(void* /*addr*/, size_t /*len*/) { return Status::Ok(); }
   virtual Status SyncViews(void* /*addr*/, size_t /*len*/) { return Status::Ok(); }
   virtual void SyncAllViews() {}

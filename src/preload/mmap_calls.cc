@@ -592,6 +592,9 @@ MAPFS_EXPORT int mprotect(void* addr, size_t len, int prot) {
     for (; it != g_maps->end() && it->first < b; ++it)
       if (it->second.end > a && (it->second.desc->file->flags & O_ACCMODE) != O_RDWR) return FailErrno(EACCES);
   }
+  // A map of a virtualized file (overlay/virtual/vview.h): the engine
+  // keeps its clean pages write-protected (dirty tracking).
+  if (!in_core && OvHasViews() && OvViewsMeet(addr, len)) return OvProtectViews(addr, len, prot);
   if (!in_core && read_view::Meets(addr, len)) {
     // View maps are read-only already; any other change to the read view
     // makes the range the program's (read_view.h).

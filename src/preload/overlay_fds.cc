@@ -493,6 +493,26 @@ bool OvViewsMeet(const void* addr, size_t len) {
   return e != nullptr && e->ViewsMeet(addr, len);
 }
 
+int OvProtectViews(void* addr, size_t len, int prot) {
+  overlay::Engine* e = g_engine;
+  if (e == nullptr) return FailErrno(ENOSYS);
+  CoreScope cs;
+  int err = e->ProtectViews(addr, len, prot);
+  return err == 0 ? 0 : FailErrno(err);
+}
+
+void OvBeforeKernelStores(void* buf, size_t n) {
+  if (n == 0 || !OvHasViews()) return;
+  overlay::Engine* e = g_engine;
+  CoreScope cs;
+  e->PrepareKernelStores(buf, n);
+}
+
+void OvBeforeKernelStores(const struct iovec* iov, int cnt) {
+  if (!OvHasViews() || iov == nullptr) return;
+  for (int i = 0; i < cnt; i++) OvBeforeKernelStores(iov[i].iov_base, iov[i].iov_len);
+}
+
 int OvSyncViews(void* addr, size_t len) {
   overlay::Engine* e = g_engine;
   if (e == nullptr) return 0;

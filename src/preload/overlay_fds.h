@@ -23,6 +23,7 @@
 
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include <atomic>
 #include <cstdint>
@@ -107,6 +108,14 @@ bool OvHasViews();
 void OvUnmapViews(void* addr, size_t len);
 int OvSyncViews(void* addr, size_t len);
 bool OvViewsMeet(const void* addr, size_t len);
+// mprotect of a range that meets the engine's maps (OvViewsMeet): 0, or -1
+// with errno.
+int OvProtectViews(void* addr, size_t len, int prot);
+// Before a read(2)-like call the kernel serves into `buf`: pages of the
+// engine's maps there are made writable (a kernel copy into a write-
+// protected page fails with EFAULT). One load when there are no maps.
+void OvBeforeKernelStores(void* buf, size_t n);
+void OvBeforeKernelStores(const struct iovec* iov, int cnt);
 
 // Descriptors of virtualized files reached by a process through the kernel
 // only: adopted again (overlay_inherit.cc). At load, for those inherited

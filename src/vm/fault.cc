@@ -12,6 +12,8 @@ namespace {
 
 constexpr int kMaxRegions = 64;
 std::atomic<Vm*> regions[kMaxRegions];
+constexpr int kMaxServers = 8;
+std::atomic<FaultServer> servers[kMaxServers];
 
 }  // namespace
 
@@ -21,6 +23,25 @@ bool ServeRegionFault(void* addr) {
     if (vm != nullptr && vm->Contains(addr)) return vm->HandleFault(addr);
   }
   return false;
+}
+
+bool ServeFault(void* addr) {
+  if (ServeRegionFault(addr)) return true;
+  for (auto& s : servers) {
+    FaultServer fn = s.load(std::memory_order_acquire);
+    if (fn == nullptr) break;  // filled in order, never emptied
+    if (fn(addr)) return true;
+  }
+  return false;
+}
+
+Status RegisterFaultServer(FaultServer fn) {
+  if (int err = OwnFaultSignals(); err != 0) return Status::Error(err, "cannot install the SIGSEGV/SIGBUS handler");
+  for (auto& s : servers) {
+    FaultServer expect = nullptr;
+    if (s.compare_exchange_strong(expect, fn, std::memory_order_acq_rel) || expect == fn) return Status::Ok();
+  }
+  return Status::Error(EMFILE, "too many fault servers");
 }
 
 Status RegisterFaultRegion(Vm* vm) {

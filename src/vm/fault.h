@@ -40,6 +40,21 @@ void ResetFaultHandlerAfterFork();
 bool ServeRegionFault(void* addr);
 int OwnFaultSignals();
 
+// Fault servers beside the regions: memory of mapfs's outside every pool
+// (the virtual overlay engine's write-protected maps, overlay/virtual/
+// vtrack.h) whose faults the handler must serve too. A server is called
+// for a kernel-raised SIGSEGV (not SEGV_PKUERR) at an address in no open
+// Vm's region, on any thread, with any lock of the interrupted code held:
+// it must be async-signal-safe and lock-free, and return true only if the
+// faulting access may run again (it made the page accessible), false to
+// pass the fault on to the program. RegisterFaultServer installs the
+// handler (OwnFaultSignals) and adds `fn` once (a second call with the same
+// function is a no-op); servers are never removed. ServeFault: the regions,
+// then the servers.
+using FaultServer = bool (*)(void* addr);
+Status RegisterFaultServer(FaultServer fn);
+bool ServeFault(void* addr);
+
 // ---------------------------------------------------------------- the program's view
 
 // A signal action as the kernel keeps it: the layout of rt_sigaction(2)'s

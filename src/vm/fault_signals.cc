@@ -285,7 +285,7 @@ void PassOn(int sig, int slot, siginfo_t* info, void* uctx) {
 void OnFault(int sig, siginfo_t* info, void* uctx) {
   int saved_errno = errno;
   // mapfs's faults: a kernel-raised SIGSEGV (si_addr is only meaningful
-  // then) on a region page the Vm can map.
+  // then) on a region page the Vm can map, or one a fault server serves.
   // A protection-key fault is never one: the page is mapped, and the
   // application stored to memory of mapfs's outside a call.
   if (sig == SIGSEGV && info != nullptr && info->si_code > 0 && info->si_code != SEGV_PKUERR) {
@@ -293,7 +293,7 @@ void OnFault(int sig, siginfo_t* info, void* uctx) {
     // serving the fault writes the pool's shared state. The program's
     // handler below runs with the rights closed again.
     medium::protection::Inside in;
-    if (ServeRegionFault(info->si_addr)) {
+    if (ServeFault(info->si_addr)) {
       errno = saved_errno;
       return;
     }

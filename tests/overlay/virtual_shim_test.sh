@@ -7,7 +7,8 @@
 # Covers: descriptors inherited by fork children and by exec'd programs
 # (stdin/stdout redirects, pass_fds), dup2, MAP_SHARED maps (stores reach
 # the file at msync and munmap, a read sees them, a write shows in the map,
-# a fork child shares them), MAP_PRIVATE maps (stores stay private),
+# a fork child shares them and its stores reach the file, the program's
+# mprotect of them), MAP_PRIVATE maps (stores stay private),
 # SEEK_DATA/SEEK_HOLE, O_TRUNC while another process has the file open,
 # write-only opens, fallocate, stat by path and descriptor.
 # Usage: virtual_shim_test.sh PATH/TO/mapfs
@@ -69,6 +70,7 @@ if pid == 0:
     m[200:205] = b"CHILD"; m.flush(); os._exit(0)
 os.waitpid(pid, 0)
 say("map-child", m[200:205])
+say("map-child-file", os.pread(fd, 5, 200))          # the parent writes back what the child stored
 m[5000:5004] = b"LAST"; m.flush()
 say("after-flush", os.pread(fd, 4, 5000))
 m[6000:6003] = b"END"; m.close(); os.close(fd)        # munmap writes back
@@ -78,6 +80,25 @@ with open("m", "r+b") as f:
     p = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
     p[0:5] = b"PRIVT"; say("private", p[0:5]); p.close()
 with open("m", "rb") as f: say("private-file", f.read(5))
+# The program's mprotect of a shared map: read-only and back (clean pages
+# stay write-protected under mapfs, stores after it still reach the file).
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mprotect.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+fd = os.open("mp", os.O_RDWR | os.O_CREAT, 0o644); os.write(fd, b"." * 3 * 4096)
+m = mmap.mmap(fd, 0)
+buf = ctypes.c_char.from_buffer(m); addr = ctypes.addressof(buf)
+m[0:2] = b"P1"; say("mprotect-before", os.pread(fd, 2, 0))
+say("mprotect-ro", libc.mprotect(addr, 3 * 4096, mmap.PROT_READ), os.pread(fd, 2, 0))
+say("mprotect-rw", libc.mprotect(addr, 3 * 4096, mmap.PROT_READ | mmap.PROT_WRITE))
+m[4096:4098] = b"P2"; m[0:2] = b"Q1"
+say("mprotect-after", os.pread(fd, 2, 0), os.pread(fd, 2, 4096))
+# The kernel storing into the map (readv from a pipe into a clean page):
+# no EFAULT, and the bytes reach the file.
+r, w = os.pipe(); os.write(w, b"PIPE")
+say("readv-into-map", os.readv(r, [memoryview(m)[8192:8196]]), os.pread(fd, 4, 8192))
+os.close(r); os.close(w)
+del buf; m.close(); os.close(fd)
 
 # Holes: SEEK_DATA / SEEK_HOLE, fallocate.
 fd = os.open("sparse", os.O_RDWR | os.O_CREAT, 0o644)
@@ -99,13 +120,23 @@ run() {  # DIR [mapfs run...]
   "$@" python3 "$work/prog.py" "$d" >"$d.out" 2>"$d.err" || { echo "FAIL: $d: exit $?" >&2; cat "$d.err" >&2; exit 1; }
 }
 run "$work/native"
-run "$work/overlay" "$mapfs" run --overlay "$work/overlay" --engine virtual --
-diff "$work/native.out" "$work/overlay.out" || { echo "FAIL: output differs from the kernel's" >&2; exit 1; }
-for f in "$work"/native/*; do
-  n=$(basename "$f")
-  "$mapfs" overlay cat "$work/overlay/$n" | cmp -s - "$f" || { echo "FAIL: $n differs from the kernel's" >&2; exit 1; }
-  "$mapfs" overlay fsck "$work/overlay/$n" >/dev/null || { echo "FAIL: fsck of $n" >&2; exit 1; }
+# Twice: with the default (a file's first shared maps are plain writable
+# maps, compared whole: src/overlay/virtual/vview.h) and with every map
+# write-protected and dirty-tracked (MAPFS_OVERLAY_TRACK_FROM=0).
+for track in default 0; do
+  o=$work/overlay-$track
+  if [ "$track" = default ]; then
+    run "$o" "$mapfs" run --overlay "$o" --engine virtual --
+  else
+    run "$o" env MAPFS_OVERLAY_TRACK_FROM="$track" "$mapfs" run --overlay "$o" --engine virtual --
+  fi
+  diff "$work/native.out" "$o.out" || { echo "FAIL: output differs from the kernel's (tracking: $track)" >&2; exit 1; }
+  for f in "$work"/native/*; do
+    n=$(basename "$f")
+    "$mapfs" overlay cat "$o/$n" | cmp -s - "$f" || { echo "FAIL: $n differs from the kernel's (tracking: $track)" >&2; exit 1; }
+    "$mapfs" overlay fsck "$o/$n" >/dev/null || { echo "FAIL: fsck of $n (tracking: $track)" >&2; exit 1; }
+  done
+  # The files are virtualized (the test would pass vacuously otherwise).
+  "$mapfs" overlay fsck "$o/m" | grep -q clean || { echo "FAIL: m is not virtualized" >&2; exit 1; }
 done
-# The files are virtualized (the test would pass vacuously otherwise).
-"$mapfs" overlay fsck "$work/overlay/m" | grep -q clean || { echo "FAIL: m is not virtualized" >&2; exit 1; }
 echo "ok: $(wc -l <"$work/native.out") checks, $(ls "$work/native" | wc -l) files as the kernel's"

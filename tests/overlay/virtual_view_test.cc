@@ -3,23 +3,56 @@
 // O_TRUNC, write-only opens, SEEK_DATA/HOLE and fallocate.
 #include <fcntl.h>
 #include <linux/falloc.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "overlay/virtual/virtual_engine.h"
+#include "overlay/virtual/vtrack.h"
+#include "overlay/virtual/vview.h"
+#include "vm/fault.h"
 #include "virtual_test_util.h"
 
 namespace mapfs::overlay::vrt::testing {
 namespace {
 
+// The permissions /proc/self/maps shows for the page holding `p` ("rw-s"),
+// or "" if unmapped: whether dirty tracking left it write-protected.
+std::string Perms(const void* p) {
+  auto a = reinterpret_cast<uintptr_t>(p);
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    std::istringstream in(line);
+    std::string range, perms;
+    in >> range >> perms;
+    size_t dash = range.find('-');
+    uintptr_t lo = std::stoull(range.substr(0, dash), nullptr, 16);
+    uintptr_t hi = std::stoull(range.substr(dash + 1), nullptr, 16);
+    if (a >= lo && a < hi) return perms;
+  }
+  return "";
+}
+
 class VirtualView : public ::testing::Test {
  protected:
+  // Every writable shared map is tracked here (vview.h: by default a
+  // file's first kUntrackedViews are not), so that the tests below reach the
+  // tracking with one map; AFilesFirstMapsAreNotWriteProtected restores the
+  // default.
   void SetUp() override {
+    setenv("MAPFS_OVERLAY_TRACK_FROM", "0", 1);
     auto e = NewVirtualEngine(Options{dir_.path(), EngineKind::kVirtual, Mode::kPosix});
     ASSERT_TRUE(e.ok()) << e.status().message();
     engine_ = std::move(*e);
@@ -178,6 +211,291 @@ TEST_F(VirtualView, ThreadsStoreAndWriteWhileAnotherSyncs) {
   std::string got = Read(*f, 0, content.size());
   EXPECT_EQ(got.substr(0, 200), std::string(200, 's'));
   EXPECT_EQ(got.substr(8 * 4096, 200), std::string(200, 'w'));
+}
+
+// By default a file's first maps are plain writable maps, compared whole
+// at each write-back: the kernel may store into them directly (a recv, a
+// read(2) made inside the C library, which the shim never sees) without the
+// EFAULT a write-protected page would give; only later maps are tracked.
+TEST_F(VirtualView, AFilesFirstMapsAreNotWriteProtected) {
+  unsetenv("MAPFS_OVERLAY_TRACK_FROM");
+  auto f = Open("few", O_RDWR | O_CREAT);
+  std::string content(2 * 4096, '.');
+  ASSERT_TRUE(f->Pwrite(content.data(), content.size(), 0).ok());
+  std::vector<char*> maps;
+  for (size_t i = 0; i <= kUntrackedViews; i++) {
+    auto m = f->Map(nullptr, content.size(), PROT_READ | PROT_WRITE, MAP_SHARED, 0);
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    maps.push_back(static_cast<char*>(*m));
+  }
+  for (size_t i = 0; i < kUntrackedViews; i++) EXPECT_EQ(Perms(maps[i]), "rw-s") << "map " << i;
+  EXPECT_EQ(Perms(maps.back()), "r--s");  // the one past them: tracked
+  int pfd[2];
+  ASSERT_EQ(::pipe(pfd), 0);
+  ASSERT_EQ(::write(pfd[1], "kernel", 6), 6);
+  EXPECT_EQ(::read(pfd[0], maps[0] + 100, 6), 6) << strerror(errno);  // the kernel's store
+  ::close(pfd[0]);
+  ::close(pfd[1]);
+  EXPECT_EQ(Read(*f, 100, 6), "kernel");
+  maps.back()[4096 + 1] = 'x';  // through the tracked map: faults, marked
+  EXPECT_EQ(Read(*f, 4096, 2), ".x");
+  for (char* p : maps) {
+    ASSERT_TRUE(engine_->UnmapViews(p, content.size()).ok());
+    ASSERT_EQ(::munmap(p, content.size()), 0);
+  }
+  EXPECT_EQ(Read(*f, 100, 6) + Read(*f, 4096, 2), "kernel.x");
+}
+
+// Dirty tracking (vtrack.h): clean pages of a writable map are write-
+// protected, the first store marks its page and makes it writable, a
+// write-back re-arms the page, so stores after it are seen too.
+TEST_F(VirtualView, StoresInSeveralPagesAreTrackedAndPagesRearmed) {
+  auto f = Open("t", O_RDWR | O_CREAT);
+  std::string content(6 * 4096, '.');
+  ASSERT_TRUE(f->Pwrite(content.data(), content.size(), 0).ok());
+  auto m = f->Map(nullptr, content.size(), PROT_READ | PROT_WRITE, MAP_SHARED, 0);
+  ASSERT_TRUE(m.ok());
+  char* p = static_cast<char*>(*m);
+  EXPECT_EQ(Perms(p), "r--s");  // clean: write-protected
+  EXPECT_EQ(Perms(p + 3 * 4096), "r--s");
+  p[1 * 4096 + 5] = 'a';
+  p[3 * 4096 + 7] = 'b';
+  p[5 * 4096 + 4095] = 'c';
+  EXPECT_EQ(Perms(p + 1 * 4096), "rw-s");  // dirty: the application's prot
+  EXPECT_EQ(Perms(p + 2 * 4096), "r--s");
+  EXPECT_EQ(Read(*f, 4096, 3 * 4096).substr(5, 1) + Read(*f, 3 * 4096 + 7, 1), "ab");
+  EXPECT_EQ(Perms(p + 1 * 4096), "r--s");  // written back: re-armed
+  // The same pages again, several times: each store after a write-back is
+  // caught by the re-armed page.
+  for (char c = 'A'; c <= 'E'; c++) {
+    p[1 * 4096 + 5] = c;
+    p[3 * 4096 + 7] = c;
+    EXPECT_EQ(Read(*f, 4096 + 5, 1), std::string(1, c));
+    ASSERT_TRUE(engine_->SyncViews(p, content.size()).ok());
+    EXPECT_EQ(Read(*f, 3 * 4096 + 7, 1), std::string(1, c));
+  }
+  ASSERT_TRUE(engine_->UnmapViews(p, content.size()).ok());
+  ASSERT_EQ(::munmap(p, content.size()), 0);
+  std::string got = Read(*f, 0, content.size());
+  EXPECT_EQ(got[1 * 4096 + 5], 'E');
+  EXPECT_EQ(got[3 * 4096 + 7], 'E');
+  EXPECT_EQ(got[5 * 4096 + 4095], 'c');
+  EXPECT_EQ(got[0], '.');
+}
+
+TEST_F(VirtualView, ApplicationMprotectToReadOnlyAndBack) {
+  auto f = Open("mp", O_RDWR | O_CREAT);
+  std::string content(4 * 4096, '.');
+  ASSERT_TRUE(f->Pwrite(content.data(), content.size(), 0).ok());
+  auto m = f->Map(nullptr, content.size(), PROT_READ | PROT_WRITE, MAP_SHARED, 0);
+  ASSERT_TRUE(m.ok());
+  char* p = static_cast<char*>(*m);
+  p[10] = '1';  // page 0 dirty, not yet written back
+  ASSERT_EQ(engine_->ProtectViews(p, content.size(), PROT_READ), 0);
+  EXPECT_EQ(Perms(p), "r--s");
+  EXPECT_EQ(Read(*f, 10, 1), "1");  // the store made before survives
+  ASSERT_EQ(engine_->ProtectViews(p, content.size(), PROT_READ | PROT_WRITE), 0);
+  EXPECT_EQ(Perms(p), "r--s");  // clean pages stay write-protected
+  p[10] = '2';
+  p[2 * 4096] = '3';
+  EXPECT_EQ(Perms(p + 2 * 4096), "rw-s");
+  // Part of the map only, with a dirty page in it: it keeps its stores.
+  ASSERT_EQ(engine_->ProtectViews(p + 2 * 4096, 4096, PROT_READ), 0);
+  EXPECT_EQ(Perms(p + 2 * 4096), "r--s");
+  ASSERT_EQ(engine_->ProtectViews(p + 2 * 4096, 4096, PROT_READ | PROT_WRITE), 0);
+  EXPECT_EQ(Perms(p + 2 * 4096), "rw-s");  // still dirty: writable again
+  p[2 * 4096 + 1] = '4';
+  ASSERT_TRUE(engine_->SyncViews(p, content.size()).ok());
+  EXPECT_EQ(Read(*f, 10, 1), "2");
+  EXPECT_EQ(Read(*f, 2 * 4096, 2), "34");
+  ASSERT_TRUE(engine_->UnmapViews(p, content.size()).ok());
+  ASSERT_EQ(::munmap(p, content.size()), 0);
+}
+
+TEST_F(VirtualView, StoresRacingReadsOfOtherThreadsAreNeverLost) {
+  // Each thread stores a counter into its own bytes of the same pages and
+  // reads it back through the file (read-your-writes), while the others'
+  // reads write the pages back, clearing and re-arming them: a store
+  // landing between a write-back's clear and its protect, or a fault
+  // served meanwhile, must still be seen.
+  auto f = Open("race", O_RDWR | O_CREAT);
+  std::string content(4 * 4096, '\0');
+  ASSERT_TRUE(f->Pwrite(content.data(), content.size(), 0).ok());
+  auto m = f->Map(nullptr, content.size(), PROT_READ | PROT_WRITE, MAP_SHARED, 0);
+  ASSERT_TRUE(m.ok());
+  char* p = static_cast<char*>(*m);
+  constexpr int kThreads = 4, kRounds = 2000;
+  std::atomic<int> lost{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < kThreads; t++) {
+    ts.emplace_back([&, t] {
+      for (int i = 1; i <= kRounds; i++) {
+        size_t at = static_cast<size_t>((i % 4) * 4096 + t * 8);
+        char v = static_cast<char>(1 + (i + t) % 250);
+        __atomic_store_n(p + at, v, __ATOMIC_RELAXED);
+        char back = 0;
+        auto r = f->Pread(&back, 1, at);
+        if (!r.ok() || back != v) lost++;
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(lost.load(), 0);
+  ASSERT_TRUE(engine_->UnmapViews(p, content.size()).ok());
+  ASSERT_EQ(::munmap(p, content.size()), 0);
+}
+
+TEST_F(VirtualView, KernelStoresIntoAMapArePreparedFor) {
+  // A kernel copy into a write-protected page fails with EFAULT (it does
+  // not fault): the shim prepares the buffer of a read(2) it passes on.
+  auto f = Open("k", O_RDWR | O_CREAT);
+  std::string content(3 * 4096, '.');
+  ASSERT_TRUE(f->Pwrite(content.data(), content.size(), 0).ok());
+  auto m = f->Map(nullptr, content.size(), PROT_READ | PROT_WRITE, MAP_SHARED, 0);
+  ASSERT_TRUE(m.ok());
+  char* p = static_cast<char*>(*m);
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  ASSERT_EQ(::write(fds[1], "PIPE", 4), 4);
+  engine_->PrepareKernelStores(p + 4096 + 10, 4);
+  EXPECT_EQ(Perms(p + 4096), "rw-s");
+  EXPECT_EQ(::read(fds[0], p + 4096 + 10, 4), 4);
+  EXPECT_EQ(Read(*f, 4096 + 10, 4), "PIPE");
+  ::close(fds[0]);
+  ::close(fds[1]);
+  ASSERT_TRUE(engine_->UnmapViews(p, content.size()).ok());
+  ASSERT_EQ(::munmap(p, content.size()), 0);
+}
+
+TEST_F(VirtualView, TruncateZeroesTheMapAndStoresPastTheEndAreDropped) {
+  auto f = Open("tr", O_RDWR | O_CREAT);
+  std::string content(40 * 4096, 'x');  // large enough that whole pages are released
+  ASSERT_TRUE(f->Pwrite(content.data(), content.size(), 0).ok());
+  auto m = f->Map(nullptr, content.size(), PROT_READ | PROT_WRITE, MAP_SHARED, 0);
+  ASSERT_TRUE(m.ok());
+  char* p = static_cast<char*>(*m);
+  p[30 * 4096] = 'S';  // written back by the truncate, then cut
+  ASSERT_TRUE(f->Truncate(5000).ok());
+  EXPECT_EQ(p[4999], 'x');
+  EXPECT_EQ(p[5000], '\0');  // the partial page
+  EXPECT_EQ(p[8191], '\0');
+  EXPECT_EQ(p[20 * 4096], '\0');  // released pages read zeros
+  EXPECT_EQ(p[30 * 4096], '\0');
+  p[100] = 'Y';
+  p[6000] = 'P';       // past the end in the last page
+  p[25 * 4096] = 'Z';  // past the end, a whole page
+  ASSERT_TRUE(engine_->SyncViews(p, content.size()).ok());
+  EXPECT_EQ(*f->Size(), 5000u);
+  EXPECT_EQ(Read(*f, 100, 1), "Y");
+  // Grown again: what was stored past the end is not the file's.
+  ASSERT_TRUE(f->Truncate(content.size()).ok());
+  EXPECT_EQ(Read(*f, 6000, 1), std::string(1, '\0'));
+  EXPECT_EQ(Read(*f, 25 * 4096, 1), std::string(1, '\0'));
+  EXPECT_EQ(Read(*f, 30 * 4096, 1), std::string(1, '\0'));
+  // A store into the grown part reaches the file.
+  p[26 * 4096] = 'G';
+  EXPECT_EQ(Read(*f, 26 * 4096, 1), "G");
+  ASSERT_TRUE(engine_->UnmapViews(p, content.size()).ok());
+  ASSERT_EQ(::munmap(p, content.size()), 0);
+}
+
+TEST_F(VirtualView, AForkChildsStoresReachTheFile) {
+  auto f = Open("fk", O_RDWR | O_CREAT);
+  std::string content(3 * 4096, '.');
+  ASSERT_TRUE(f->Pwrite(content.data(), content.size(), 0).ok());
+  auto m = f->Map(nullptr, content.size(), PROT_READ | PROT_WRITE, MAP_SHARED, 0);
+  ASSERT_TRUE(m.ok());
+  char* p = static_cast<char*>(*m);
+  p[0] = 'P';  // dirty in the parent before the fork
+  EXPECT_EQ(Read(*f, 0, 1), "P");
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // The child's stores go to the shared pages; only the parent writes back.
+    p[2 * 4096 + 7] = 'C';
+    p[0] = 'Q';
+    ::_exit(0);
+  }
+  int st = 0;
+  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  EXPECT_EQ(Read(*f, 2 * 4096 + 7, 1), "C");
+  EXPECT_EQ(Read(*f, 0, 1), "Q");
+  p[4096] = 'R';  // the parent's own stores after the fork too
+  EXPECT_EQ(Read(*f, 4096, 1), "R");
+  ASSERT_TRUE(engine_->UnmapViews(p, content.size()).ok());
+  ASSERT_EQ(::munmap(p, content.size()), 0);
+}
+
+TEST_F(VirtualView, MapsBeyondTheTrackingTableAreComparedWhole) {
+  auto f = Open("many", O_RDWR | O_CREAT);
+  ASSERT_TRUE(f->Pwrite("0123456789", 10, 0).ok());
+  std::vector<char*> maps;
+  for (size_t i = 0; i < Track::kSlots + 4; i++) {
+    auto m = f->Map(nullptr, 10, PROT_READ | PROT_WRITE, MAP_SHARED, 0);
+    ASSERT_TRUE(m.ok()) << i << ": " << m.status().message();
+    maps.push_back(static_cast<char*>(*m));
+  }
+  EXPECT_EQ(Perms(maps.front()), "r--s");  // tracked: clean
+  EXPECT_EQ(Perms(maps.back()), "rw-s");   // untracked: writable from the start
+  maps.back()[3] = 'U';
+  EXPECT_EQ(Read(*f, 3, 1), "U");
+  maps.front()[4] = 'T';
+  EXPECT_EQ(Read(*f, 4, 1), "T");
+  for (char* m : maps) {
+    ASSERT_TRUE(engine_->UnmapViews(m, 10).ok());
+    ASSERT_EQ(::munmap(m, 10), 0);
+  }
+  EXPECT_EQ(Read(*f, 0, 10), "012UT56789");
+}
+
+// The program's own SIGSEGV handler (installed before mapfs's, which then
+// passes it what is not mapfs's) still gets the faults on its own memory
+// and on a map it made read-only, never the ones dirty tracking serves.
+sigjmp_buf g_jump;
+std::atomic<int> g_program_faults{0};
+void* g_fault_addr = nullptr;
+void ProgramHandler(int, siginfo_t* info, void*) {
+  g_program_faults++;
+  g_fault_addr = info->si_addr;
+  siglongjmp(g_jump, 1);
+}
+
+TEST_F(VirtualView, TheProgramsOwnFaultsStillReachItsHandler) {
+  // Installed as the shim installs a program's action: into the program's
+  // view once mapfs's handler holds the signal (an earlier test in this
+  // process made a writable map), else in the kernel (recorded then).
+  g_program_faults = 0;
+  vm::KernelSigaction act{reinterpret_cast<uintptr_t>(&ProgramHandler), SA_SIGINFO, 0, 0}, old{};
+  ASSERT_EQ(vm::ProgramSigaction(SIGSEGV, &act, &old, false), 0);
+  auto f = Open("sig", O_RDWR | O_CREAT);
+  std::string content(2 * 4096, '.');
+  ASSERT_TRUE(f->Pwrite(content.data(), content.size(), 0).ok());
+  auto m = f->Map(nullptr, content.size(), PROT_READ | PROT_WRITE, MAP_SHARED, 0);
+  ASSERT_TRUE(m.ok());
+  char* p = static_cast<char*>(*m);
+  volatile char* vp = p;
+  vp[5] = 'w';  // served by mapfs: not the program's
+  EXPECT_EQ(g_program_faults.load(), 0);
+  auto* ro = static_cast<char*>(::mmap(nullptr, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(ro, MAP_FAILED);
+  if (sigsetjmp(g_jump, 1) == 0) *static_cast<volatile char*>(ro) = 1;
+  EXPECT_EQ(g_program_faults.load(), 1);
+  EXPECT_EQ(g_fault_addr, ro);
+  // The program made the view read-only: its store is its own fault.
+  ASSERT_EQ(engine_->ProtectViews(p, content.size(), PROT_READ), 0);
+  if (sigsetjmp(g_jump, 1) == 0) vp[4096 + 1] = 'x';
+  EXPECT_EQ(g_program_faults.load(), 2);
+  EXPECT_EQ(g_fault_addr, p + 4096 + 1);
+  ASSERT_EQ(engine_->ProtectViews(p, content.size(), PROT_READ | PROT_WRITE), 0);
+  vp[4096 + 1] = 'y';
+  EXPECT_EQ(g_program_faults.load(), 2);
+  EXPECT_EQ(Read(*f, 4096 + 1, 1), "y");
+  EXPECT_EQ(Read(*f, 5, 1), "w");
+  ::munmap(ro, 4096);
+  ASSERT_TRUE(engine_->UnmapViews(p, content.size()).ok());
+  ASSERT_EQ(::munmap(p, content.size()), 0);
+  vm::ProgramSigaction(SIGSEGV, &old, nullptr, false);
 }
 
 }  // namespace

@@ -215,6 +215,8 @@ class VirtualEngine final : public Engine {
   bool HasViews() const override { return !views_.empty(); }
   Status UnmapViews(void* addr, size_t len) override { return views_.Unmap(addr, len); }
   Status SyncViews(void* addr, size_t len) override { return views_.Sync(addr, len); }
+  int ProtectViews(void* addr, size_t len, int prot) override { return views_.Protect(addr, len, prot); }
+  void PrepareKernelStores(void* addr, size_t len) override { views_.Unprotect(addr, len); }
   void SyncAllViews() override { views_.SyncAll(); }
   bool ViewsMeet(const void* addr, size_t len) override { return views_.Meets(addr, len); }
 

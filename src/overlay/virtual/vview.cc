@@ -2,9 +2,12 @@
 #include "overlay/virtual/vview.h"
 
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 namespace mapfs::overlay::vrt {
@@ -16,8 +19,30 @@ size_t Page() {
 }
 size_t RoundUp(size_t n) { return (n + Page() - 1) / Page() * Page(); }
 
-// Fills dst with content [off, off+len): zeros past the end.
-Status Fill(VFile& f, char* dst, size_t len, uint64_t off) {
+// How many of a file's shared views are mapped before new ones are tracked
+// (vview.h): kUntrackedViews, or MAPFS_OVERLAY_TRACK_FROM. Read at each map
+// (not cached: tests change it), never in the fault handler.
+size_t TrackFrom() {
+  const char* e = getenv("MAPFS_OVERLAY_TRACK_FROM");
+  if (e == nullptr || *e < '0' || *e > '9') return kUntrackedViews;
+  return static_cast<size_t>(strtoul(e, nullptr, 10));
+}
+
+// A truncate zeroes up to this many bytes of a view by hand rather than
+// releasing the pages: a file cut and grown again (fsx does it all the
+// time) refills them at once, and a refault costs more than a memset
+// (fsx 8,000 ops with ~1,000 live maps: 16 s releasing every whole page,
+// 4.0 s with this bound, the same as never releasing).
+constexpr size_t kZeroByHand = 64 * 1024;
+
+// The kernel's mprotect and madvise, not the shim's wrappers (which route
+// views back here). 0 or an errno.
+int RawProtect(void* p, size_t len, int prot) { return syscall(SYS_mprotect, p, len, prot) == 0 ? 0 : errno; }
+int RawAdvise(void* p, size_t len, int advice) { return syscall(SYS_madvise, p, len, advice) == 0 ? 0 : errno; }
+
+// Fills dst with content [off, off+len): zeros past the end. `filled`:
+// the bytes read (the rest is fresh memory: zeros).
+Status Fill(VFile& f, char* dst, size_t len, uint64_t off, size_t* filled = nullptr) {
   size_t done = 0;
   while (done < len) {
     auto r = f.Pread(dst + done, len - done, off + done);
@@ -25,6 +50,7 @@ Status Fill(VFile& f, char* dst, size_t len, uint64_t off) {
     if (*r == 0) break;  // the end: the rest stays zero (fresh memory)
     done += *r;
   }
+  if (filled != nullptr) *filled = done;
   return Status::Ok();
 }
 
@@ -65,13 +91,31 @@ View::~View() {
 Status ViewList::WriteBack(uint64_t lo, uint64_t hi) {
   std::lock_guard<std::mutex> g(mu_);
   Status first = Status::Ok();
+  const uint64_t epoch = ForkEpoch();
+  std::vector<std::pair<size_t, size_t>> runs;
   for (auto& v : views_) {
+    // Untracked: read-only views hold no store; writable ones (and every
+    // view older than the last fork) are compared whole.
+    bool whole = v->epoch != epoch || (v->track == nullptr && v->writable);
+    if (!whole && (v->track == nullptr || !v->track->AnyDirty())) continue;
     uint64_t a = std::max(lo, v->off), b = std::min(hi, v->off + v->len);
     if (a >= b) continue;
     size_t from = static_cast<size_t>(a - v->off) / Page() * Page();
-    size_t to = RoundUp(static_cast<size_t>(b - v->off));
-    Status s = SyncOne(*v, from, std::min(to, v->len));
-    if (first.ok()) first = s;
+    size_t to = std::min(RoundUp(static_cast<size_t>(b - v->off)), v->len);
+    if (whole) {
+      Status s = SyncOne(*v, from, to);
+      if (first.ok()) first = s;
+      continue;
+    }
+    // The dirty pages, write-protected before they are compared (vtrack.h).
+    runs.clear();
+    v->track->TakeDirty(v->tpage + from / Page(), v->tpage + to / Page(), &runs);
+    for (auto [p, n] : runs) {
+      size_t at = (p - v->tpage) * Page();
+      Status s = SyncOne(*v, at, at + n * Page());
+      if (first.ok()) first = s;
+      v->zero_from = std::max(v->zero_from, at + n * Page());  // stores past the end stay in the alias
+    }
   }
   return first;
 }
@@ -84,6 +128,7 @@ void ViewList::Written(const void* buf, uint64_t off, uint64_t n) {
     const char* src = static_cast<const char*>(buf) + (a - off);
     std::memcpy(v->alias + (a - v->off), src, b - a);
     std::memcpy(v->twin + (a - v->off), src, b - a);
+    v->zero_from = std::max(v->zero_from, static_cast<size_t>(b - v->off));
   }
 }
 
@@ -92,9 +137,39 @@ void ViewList::Truncated(uint64_t size) {
   for (auto& v : views_) {
     if (size >= v->off + v->len) continue;
     size_t from = size > v->off ? static_cast<size_t>(size - v->off) : 0;
-    std::memset(v->alias + from, 0, v->len - from);
-    std::memset(v->twin + from, 0, v->len - from);
+    // Where stores may have gone unseen (untracked writable views, views
+    // older than a fork, dirty pages), everything past the end is zeroed;
+    // elsewhere only up to zero_from (zeros beyond it already).
+    bool whole_view = v->epoch != ForkEpoch() || (v->track == nullptr && v->writable) ||
+                      (v->track != nullptr && v->track->AnyDirty());
+    size_t end = whole_view ? v->len : std::min(v->zero_from, v->len);
+    if (from >= end) continue;
+    v->zero_from = from;
+    // Up to kZeroByHand by memset; more is released, which costs what it
+    // holds, not its size: MADV_REMOVE frees the memfd's pages (the
+    // application's map reads zeros there too), MADV_DONTNEED the twin's
+    // (private anonymous: zeros). Stores made there later differ from the
+    // twin's zeros and are dropped at write-back (past the end).
+    end = RoundUp(end);
+    size_t whole = end - from <= kZeroByHand ? end : std::min(RoundUp(from), end);
+    std::memset(v->alias + from, 0, whole - from);
+    std::memset(v->twin + from, 0, whole - from);
+    if (whole == end) continue;
+    if (RawAdvise(v->alias + whole, end - whole, MADV_REMOVE) != 0) std::memset(v->alias + whole, 0, end - whole);
+    if (RawAdvise(v->twin + whole, end - whole, MADV_DONTNEED) != 0) std::memset(v->twin + whole, 0, end - whole);
   }
+}
+
+void ViewList::Unprotect(View& v, size_t from, size_t to) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (v.track != nullptr) v.track->Unprotect(v.tpage + from / Page(), v.tpage + to / Page());
+}
+
+int ViewList::Protect(View& v, size_t from, size_t to, int prot) {
+  std::lock_guard<std::mutex> g(mu_);  // no write-back between its clear and its protect meanwhile
+  if (v.track != nullptr) return v.track->Protect(v.tpage + from / Page(), v.tpage + to / Page(), prot);
+  if (prot & PROT_WRITE) v.writable = true;  // untracked: compared whole from now on
+  return RawProtect(v.addr + from, to - from, prot);
 }
 
 void ViewList::Add(std::shared_ptr<View> v) {
@@ -136,6 +211,7 @@ Result<void*> ViewRegistry::Map(const std::shared_ptr<VFile>& f, const std::shar
   v->len = L;
   v->off = off;
   v->f = f;
+  v->epoch = ForkEpoch();
   Status s = Status::Ok();
   if (ftruncate(mfd, static_cast<off_t>(L)) != 0) s = Status::FromErrno("ftruncate");
   if (s.ok()) {
@@ -145,12 +221,28 @@ Result<void*> ViewRegistry::Map(const std::shared_ptr<VFile>& f, const std::shar
     if (t != MAP_FAILED) v->twin = static_cast<char*>(t);
     if (a == MAP_FAILED || t == MAP_FAILED) s = Status::FromErrno("mmap");
   }
-  if (s.ok()) s = Fill(*f, v->alias, L, off);
+  if (s.ok()) s = Fill(*f, v->alias, L, off, &v->zero_from);
   if (s.ok()) {
     std::memcpy(v->twin, v->alias, L);
-    void* p = mmap(addr, L, prot, MAP_SHARED | place, mfd, 0);
-    if (p == MAP_FAILED) s = Status::FromErrno("mmap");
-    else v->addr = static_cast<char*>(p);
+    // Writable: past the file's first views (TrackFrom), mapped clean
+    // (write-protected) and tracked; otherwise, or if it cannot be tracked,
+    // given PROT_WRITE and compared whole.
+    bool w = prot & PROT_WRITE;
+    bool track = w && list->size() >= TrackFrom();
+    void* p = mmap(addr, L, track ? prot & ~PROT_WRITE : prot, MAP_SHARED | place, mfd, 0);
+    if (p == MAP_FAILED) {
+      s = Status::FromErrno("mmap");
+    } else {
+      v->addr = static_cast<char*>(p);
+      if (track) v->track = Track::Make(v->addr, L / Page(), prot);
+      if (w && v->track == nullptr) {
+        v->writable = true;
+        if (int e = track ? RawProtect(p, L, prot) : 0; e != 0) {
+          s = Status::Error(e, "mprotect");
+          munmap(p, L);
+        }
+      }
+    }
   }
   close(mfd);
   if (!s.ok()) return s;  // v's destructor unmaps alias and twin
@@ -183,6 +275,61 @@ Status ViewRegistry::Sync(void* addr, size_t len) {
   return first;
 }
 
+int ViewRegistry::Protect(void* addr, size_t len, int prot) {
+  uintptr_t lo = reinterpret_cast<uintptr_t>(addr), hi = lo + RoundUp(len);
+  if (lo % Page() != 0) return EINVAL;
+  struct Hit {
+    Entry e;
+    uintptr_t a, b;
+  };
+  std::vector<Hit> hits;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = by_addr_.upper_bound(lo);
+    if (it != by_addr_.begin()) --it;
+    for (; it != by_addr_.end() && it->first < hi; ++it) {
+      uintptr_t a = std::max(lo, it->first), b = std::min(hi, it->first + it->second.view->len);
+      if (a < b) hits.push_back({it->second, a, b});
+    }
+  }
+  // In address order: what lies between views as the kernel would, the
+  // views' pages through their lists. The first error is returned (the
+  // kernel too may have changed part of the range when it fails).
+  int first = 0;
+  uintptr_t cur = lo;
+  for (auto& h : hits) {
+    if (h.a > cur) {
+      int e = RawProtect(reinterpret_cast<void*>(cur), h.a - cur, prot);
+      if (first == 0) first = e;
+    }
+    uintptr_t base = reinterpret_cast<uintptr_t>(h.e.view->addr);
+    int e = h.e.list->Protect(*h.e.view, h.a - base, h.b - base, prot);
+    if (first == 0) first = e;
+    cur = h.b;
+  }
+  if (cur < hi) {
+    int e = RawProtect(reinterpret_cast<void*>(cur), hi - cur, prot);
+    if (first == 0) first = e;
+  }
+  return first;
+}
+
+void ViewRegistry::Unprotect(void* addr, size_t len) {
+  uintptr_t lo = reinterpret_cast<uintptr_t>(addr) / Page() * Page();
+  uintptr_t hi = RoundUp(reinterpret_cast<uintptr_t>(addr) + len);
+  std::vector<std::pair<Entry, std::pair<size_t, size_t>>> hits;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = by_addr_.upper_bound(lo);
+    if (it != by_addr_.begin()) --it;
+    for (; it != by_addr_.end() && it->first < hi; ++it) {
+      uintptr_t a = std::max(lo, it->first), b = std::min(hi, it->first + it->second.view->len);
+      if (a < b && it->second.view->track != nullptr) hits.push_back({it->second, {a - it->first, b - it->first}});
+    }
+  }
+  for (auto& [e, r] : hits) e.list->Unprotect(*e.view, r.first, r.second);
+}
+
 Status ViewRegistry::Unmap(void* addr, size_t len) {
   if (empty()) return Status::Ok();
   Status first = Sync(addr, len);
@@ -201,6 +348,9 @@ Status ViewRegistry::Unmap(void* addr, size_t len) {
     it = by_addr_.erase(it);
     size_t cut_lo = a - reinterpret_cast<uintptr_t>(v.addr), cut_hi = b - reinterpret_cast<uintptr_t>(v.addr);
     e.list->Remove(&v);
+    // The cut pages' stores were written back above; from now on their
+    // addresses are no longer the view's (the kernel unmaps them next).
+    if (v.track != nullptr) v.track->Forget(v.tpage + cut_lo / Page(), v.tpage + cut_hi / Page());
     // What is left of the view on either side of the cut lives on as views
     // of their own (the unmapped part of alias and twin is returned).
     if (cut_hi < v.len) {
@@ -211,6 +361,11 @@ Status ViewRegistry::Unmap(void* addr, size_t len) {
       right->len = v.len - cut_hi;
       right->off = v.off + cut_hi;
       right->f = v.f;
+      right->track = v.track;
+      right->tpage = v.tpage + cut_hi / Page();
+      right->writable = v.writable;
+      right->epoch = v.epoch;
+      right->zero_from = v.zero_from > cut_hi ? v.zero_from - cut_hi : 0;
       e.list->Add(right);
       it = by_addr_.emplace(reinterpret_cast<uintptr_t>(right->addr), Entry{right, e.list}).first;
       ++it;
@@ -219,11 +374,13 @@ Status ViewRegistry::Unmap(void* addr, size_t len) {
     munmap(v.twin + cut_lo, cut_hi - cut_lo);
     if (cut_lo > 0) {
       v.len = cut_lo;
+      v.zero_from = std::min(v.zero_from, cut_lo);
       e.list->Add(e.view);
       by_addr_.emplace(reinterpret_cast<uintptr_t>(v.addr), Entry{e.view, e.list});
     } else {
       v.alias = v.twin = nullptr;  // all of it returned above (or now owned by `right`)
       v.len = 0;
+      v.track.reset();  // the slot is released with the last piece
     }
   }
   n_.store(by_addr_.size(), std::memory_order_release);

@@ -17,6 +17,23 @@
 //   write() or by other processes to other bytes survive. A fork child
 //   shares the memfd pages, so parent and child see each other's stores.
 //
+// Dirty tracking (vtrack.h): a writable shared view's application map is
+// write-protected where its pages are clean, and the first store into a
+// page marks it dirty (mapfs's SIGSEGV handler), so a write-back compares
+// only the dirty pages, and a view nobody stored into costs one load. A
+// view that cannot be tracked (table full) is compared whole, as is every
+// view that existed at a fork (the other process's stores mark nothing).
+// Only a file's views beyond its first kUntrackedViews are tracked
+// (MAPFS_OVERLAY_TRACK_FROM=N overrides, 0: all): a write-protected page
+// costs a fault per page stored to after each write-back, and the kernel's
+// own stores into it (recv, or read(2) from inside the C library, which the
+// shim does not see) fail with EFAULT. A program with a few maps of a file
+// keeps maps that behave as the kernel's and pays a compare of each at a
+// write-back; one that piles up maps (fsx maps for every read and never
+// unmaps) pays per dirty page, not per map.
+// A read-only view is never compared: nothing can store through it (an
+// application's mprotect adding PROT_WRITE goes through Protect).
+//
 // Coherence within the process: a write or truncate through any descriptor
 // of the file updates its views (alias and twin); a read first writes back
 // the views' stores in its range. Between processes, a view is a snapshot
@@ -35,8 +52,12 @@
 
 #include "common/status.h"
 #include "overlay/virtual/vfile.h"
+#include "overlay/virtual/vtrack.h"
 
 namespace mapfs::overlay::vrt {
+
+// The number of a file's shared views mapped before new ones are tracked.
+constexpr size_t kUntrackedViews = 4;
 
 // One shared view. Page-aligned: addr, alias, twin and len are page
 // multiples; off is the content offset of addr.
@@ -47,13 +68,28 @@ struct View {
   size_t len = 0;
   uint64_t off = 0;
   std::shared_ptr<VFile> f;  // writes back through it (writable: MAP_SHARED+PROT_WRITE needs O_RDWR)
-  ~View();                   // unmaps alias and twin (not addr: the application's, unmapped by the kernel)
+  // Dirty tracking: the map's Track (shared by the pieces a partial unmap
+  // leaves) and the index of addr's page in it; or none, and then
+  // `writable` says whether the application could ever store (compared
+  // whole). `epoch`: ForkEpoch() when made (an older view is compared whole).
+  std::shared_ptr<Track> track;
+  size_t tpage = 0;
+  bool writable = false;
+  uint64_t epoch = 0;
+  // Bytes of the view from which alias and twin are known to be all zeros
+  // (fresh memory past the content at map time, or a truncate), raised by
+  // writes and write-backs: a truncate zeroes only below it. Tracked views
+  // only (a store into a clean page marks it dirty; Truncated zeroes
+  // everything while a page is dirty). Under the list's lock.
+  size_t zero_from = 0;
+  ~View();  // unmaps alias and twin (not addr: the application's, unmapped by the kernel)
 };
 
 // The shared views of one file in this process.
 class ViewList {
  public:
   bool empty() const { return n_.load(std::memory_order_acquire) == 0; }
+  size_t size() const { return n_.load(std::memory_order_acquire); }
   // Stores through views that fall in the content range [lo, hi) reach the
   // file (a read of that range follows, or a sync).
   Status WriteBack(uint64_t lo, uint64_t hi);
@@ -61,6 +97,11 @@ class ViewList {
   void Written(const void* buf, uint64_t off, uint64_t n);
   // After a truncate to `size`: views read zeros past it.
   void Truncated(uint64_t size);
+  // The application's mprotect of v's bytes [from, to) (page multiples).
+  // 0 or an errno.
+  int Protect(View& v, size_t from, size_t to, int prot);
+  // v's bytes [from, to) are about to be stored to by the kernel.
+  void Unprotect(View& v, size_t from, size_t to);
   void Add(std::shared_ptr<View> v);
   void Remove(const View* v);
 
@@ -82,6 +123,14 @@ class ViewRegistry {
   // just written back (sync). The kernel unmaps the application's range.
   Status Unmap(void* addr, size_t len);
   Status Sync(void* addr, size_t len);
+  // The application's mprotect of [addr, addr+len), which meets views: the
+  // views' pages through their lists, the rest as the kernel would. 0 or
+  // an errno.
+  int Protect(void* addr, size_t len, int prot);
+  // The kernel is about to store into [addr, addr+len) (read(2) into a
+  // map): its clean pages are made writable (and dirty) first, since a
+  // kernel copy into a write-protected page fails with EFAULT.
+  void Unprotect(void* addr, size_t len);
   void SyncAll();
   bool Meets(const void* addr, size_t len);
 
