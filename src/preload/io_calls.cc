@@ -263,11 +263,27 @@ MAPFS_EXPORT int dup3(int oldfd, int newfd, int flags) { return Dup3(oldfd, newf
 
 // ---------------------------------------------------------------- read, write
 
+namespace {
+// The kernel's stores into maps of virtualized files (OvBeforeKernelStores
+// makes their pages writable first): a write-back on another thread may
+// protect a page again between that and the call, which then fails with
+// EFAULT (a kernel copy does not fault). Prepared again and retried; a
+// buffer that is really bad gets its EFAULT all the same. Without views it
+// is the plain call.
+template <typename Prepare, typename Call>
+ssize_t KernelStores(Prepare prepare, Call call) {
+  for (int tries = 0;; tries++) {
+    prepare();
+    ssize_t r = call();
+    if (r >= 0 || errno != EFAULT || tries == 3 || !OvHasViews()) return r;
+  }
+}
+}  // namespace
+
 MAPFS_EXPORT ssize_t read(int fd, void* buf, size_t n) {
   if (DescRef d = MapfsFd(fd)) return ReadAt(*d, fd, buf, n, -1);
   if (OvRef o = OverlayFd(fd)) return OvRead(*o, fd, buf, n, -1);
-  OvBeforeKernelStores(buf, n);
-  return REAL(read)(fd, buf, n);
+  return KernelStores([&] { OvBeforeKernelStores(buf, n); }, [&] { return REAL(read)(fd, buf, n); });
 }
 MAPFS_EXPORT ssize_t __read_chk(int fd, void* buf, size_t n, size_t) { return read(fd, buf, n); }
 MAPFS_EXPORT ssize_t write(int fd, const void* buf, size_t n) {
@@ -278,8 +294,7 @@ MAPFS_EXPORT ssize_t write(int fd, const void* buf, size_t n) {
 MAPFS_EXPORT ssize_t pread(int fd, void* buf, size_t n, off_t off) {
   if (DescRef d = MapfsFd(fd)) return off < 0 ? FailErrno(EINVAL) : ReadAt(*d, fd, buf, n, off);
   if (OvRef o = OverlayFd(fd)) return off < 0 ? FailErrno(EINVAL) : OvRead(*o, fd, buf, n, off);
-  OvBeforeKernelStores(buf, n);
-  return REAL(pread)(fd, buf, n, off);
+  return KernelStores([&] { OvBeforeKernelStores(buf, n); }, [&] { return REAL(pread)(fd, buf, n, off); });
 }
 MAPFS_EXPORT ssize_t pread64(int fd, void* buf, size_t n, off_t off) { return pread(fd, buf, n, off); }
 MAPFS_EXPORT ssize_t __pread_chk(int fd, void* buf, size_t n, off_t off, size_t) { return pread(fd, buf, n, off); }
@@ -294,8 +309,7 @@ MAPFS_EXPORT ssize_t pwrite64(int fd, const void* buf, size_t n, off_t off) { re
 MAPFS_EXPORT ssize_t readv(int fd, const struct iovec* iov, int cnt) {
   if (DescRef d = MapfsFd(fd)) return ReadV(*d, fd, iov, cnt, -1);
   if (OvRef o = OverlayFd(fd)) return OvReadV(*o, fd, iov, cnt, -1);
-  OvBeforeKernelStores(iov, cnt);
-  return REAL(readv)(fd, iov, cnt);
+  return KernelStores([&] { OvBeforeKernelStores(iov, cnt); }, [&] { return REAL(readv)(fd, iov, cnt); });
 }
 MAPFS_EXPORT ssize_t writev(int fd, const struct iovec* iov, int cnt) {
   if (DescRef d = MapfsFd(fd)) return WriteV(*d, fd, iov, cnt, -1);
@@ -305,8 +319,7 @@ MAPFS_EXPORT ssize_t writev(int fd, const struct iovec* iov, int cnt) {
 MAPFS_EXPORT ssize_t preadv(int fd, const struct iovec* iov, int cnt, off_t off) {
   if (DescRef d = MapfsFd(fd)) return off < 0 ? FailErrno(EINVAL) : ReadV(*d, fd, iov, cnt, off);
   if (OvRef o = OverlayFd(fd)) return off < 0 ? FailErrno(EINVAL) : OvReadV(*o, fd, iov, cnt, off);
-  OvBeforeKernelStores(iov, cnt);
-  return REAL(preadv)(fd, iov, cnt, off);
+  return KernelStores([&] { OvBeforeKernelStores(iov, cnt); }, [&] { return REAL(preadv)(fd, iov, cnt, off); });
 }
 MAPFS_EXPORT ssize_t preadv64(int fd, const struct iovec* iov, int cnt, off_t off) { return preadv(fd, iov, cnt, off); }
 MAPFS_EXPORT ssize_t pwritev(int fd, const struct iovec* iov, int cnt, off_t off) {
@@ -318,8 +331,8 @@ MAPFS_EXPORT ssize_t pwritev64(int fd, const struct iovec* iov, int cnt, off_t o
 MAPFS_EXPORT ssize_t preadv2(int fd, const struct iovec* iov, int cnt, off_t off, int flags) {
   if (DescRef d = MapfsFd(fd)) return ReadV(*d, fd, iov, cnt, off);  // flags are hints
   if (OvRef o = OverlayFd(fd)) return OvReadV(*o, fd, iov, cnt, off < 0 ? -1 : off);
-  OvBeforeKernelStores(iov, cnt);
-  return REAL(preadv2)(fd, iov, cnt, off, flags);
+  return KernelStores([&] { OvBeforeKernelStores(iov, cnt); },
+                      [&] { return REAL(preadv2)(fd, iov, cnt, off, flags); });
 }
 MAPFS_EXPORT ssize_t preadv64v2(int fd, const struct iovec* iov, int cnt, off_t off, int flags) {
   return preadv2(fd, iov, cnt, off, flags);

@@ -445,12 +445,24 @@ using mapfs::Status;
 
 MAPFS_EXPORT void* mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
   void* m;
+  bool engine_placed = false;  // a map of a virtualized file: the engine replaces views itself
   if (!(flags & MAP_ANONYMOUS) && (MapfsFd(fd) || OverlayFd(fd))) {
-    if (DescRef d = MapfsFd(fd)) m = MapMapfs(d, addr, len, prot, flags, off);
-    else m = OvMap(*OverlayFd(fd), addr, len, prot, flags, off);
+    if (DescRef d = MapfsFd(fd)) {
+      m = MapMapfs(d, addr, len, prot, flags, off);
+    } else {
+      m = OvMap(*OverlayFd(fd), addr, len, prot, flags, off);
+      engine_placed = true;
+    }
   } else {
     m = REAL(mmap)(addr, len, prot, flags, fd, off);
   }
+  // A map placed over maps of virtualized files replaced them: their stores
+  // (in the engine's alias, which stays) are written back and the engine
+  // forgets them, or it would go on serving faults and protecting pages at
+  // addresses that are now another map's. After the kernel succeeded: a
+  // refused placement leaves the views as they were.
+  if (m != MAP_FAILED && (flags & MAP_FIXED) && !engine_placed && !in_core && OvHasViews() && OvViewsMeet(m, len))
+    OvUnmapViews(m, len);
   // A map the program placed over the read view (read_view.h).
   if (m != MAP_FAILED && (flags & MAP_FIXED) && !in_core) LendIfView(m, len);
   return m;
@@ -461,6 +473,8 @@ MAPFS_EXPORT void* mmap64(void* addr, size_t len, int prot, int flags, int fd, o
 MAPFS_EXPORT int munmap(void* addr, size_t len) {
   if (in_core) return REAL(munmap)(addr, len);
   if (InRegion(addr)) return 0;  // the region belongs to mapfs
+  // What the kernel refuses (EINVAL) changes nothing: no view is forgotten.
+  if (reinterpret_cast<uintptr_t>(addr) % PageSize() != 0 || len == 0) return REAL(munmap)(addr, len);
   if (OvHasViews()) OvUnmapViews(addr, len);  // stores through maps of virtualized files written back
   return UnmapMapfs(addr, len);
 }
@@ -498,14 +512,7 @@ MAPFS_EXPORT int msync(void* addr, size_t len, int flags) {
   }
   return REAL(msync)(addr, len, flags);
 }
-MAPFS_EXPORT void* mremap(void* old, size_t old_len, size_t new_len, int flags, ...) {
-  void* fixed = nullptr;
-  if (flags & MREMAP_FIXED) {
-    va_list ap;
-    va_start(ap, flags);
-    fixed = va_arg(ap, void*);
-    va_end(ap);
-  }
+static void* Mremap(void* old, size_t old_len, size_t new_len, int flags, void* fixed) {
   if (!in_core && InRegion(old)) {
     errno = EINVAL;  // the region belongs to mapfs
     return MAP_FAILED;
@@ -579,6 +586,21 @@ MAPFS_EXPORT void* mremap(void* old, size_t old_len, size_t new_len, int flags, 
   }
   if (m == MAP_FAILED) return m;
   UnmapMapfs(old, old_len);
+  return m;
+}
+MAPFS_EXPORT void* mremap(void* old, size_t old_len, size_t new_len, int flags, ...) {
+  void* fixed = nullptr;
+  if (flags & MREMAP_FIXED) {
+    va_list ap;
+    va_start(ap, flags);
+    fixed = va_arg(ap, void*);
+    va_end(ap);
+  }
+  void* m = Mremap(old, old_len, new_len, flags, fixed);
+  // A move onto maps of virtualized files replaced them (as a MAP_FIXED
+  // mmap does): written back and forgotten.
+  if (m != MAP_FAILED && (flags & MREMAP_FIXED) && !in_core && OvHasViews() && OvViewsMeet(m, new_len))
+    OvUnmapViews(m, new_len);
   return m;
 }
 MAPFS_EXPORT int mprotect(void* addr, size_t len, int prot) {

@@ -9,6 +9,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -509,8 +510,18 @@ void OvBeforeKernelStores(void* buf, size_t n) {
 }
 
 void OvBeforeKernelStores(const struct iovec* iov, int cnt) {
-  if (!OvHasViews() || iov == nullptr) return;
-  for (int i = 0; i < cnt; i++) OvBeforeKernelStores(iov[i].iov_base, iov[i].iov_len);
+  if (!OvHasViews() || iov == nullptr || cnt <= 0) return;
+  // The vector is the program's and may be bad (the kernel then answers
+  // EFAULT): it is read with process_vm_readv, never dereferenced here.
+  cnt = std::min(cnt, IOV_MAX);  // the kernel refuses more (EINVAL)
+  struct iovec chunk[64];
+  for (int i = 0; i < cnt; i += 64) {
+    int k = std::min(cnt - i, 64);
+    size_t bytes = static_cast<size_t>(k) * sizeof(struct iovec);
+    struct iovec local{chunk, bytes}, remote{const_cast<struct iovec*>(iov + i), bytes};
+    if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != static_cast<ssize_t>(bytes)) return;
+    for (int j = 0; j < k; j++) OvBeforeKernelStores(chunk[j].iov_base, chunk[j].iov_len);
+  }
 }
 
 int OvSyncViews(void* addr, size_t len) {

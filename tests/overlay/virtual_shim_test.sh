@@ -100,6 +100,26 @@ say("readv-into-map", os.readv(r, [memoryview(m)[8192:8196]]), os.pread(fd, 4, 8
 os.close(r); os.close(w)
 del buf; m.close(); os.close(fd)
 
+# A map placed with MAP_FIXED over a shared map replaces it: the new
+# (read-only, anonymous) memory is the program's, a store into it faults as
+# on the kernel (a tracked map's fault must not be served there any more),
+# and nothing of it reaches the file.
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
+fd = os.open("fx", os.O_RDWR | os.O_CREAT, 0o644); os.write(fd, b"." * 2 * 4096)
+m = mmap.mmap(fd, 2 * 4096)
+buf = ctypes.c_char.from_buffer(m); addr = ctypes.addressof(buf); del buf
+m[0:2] = b"F1"
+r = libc.mmap(addr, 2 * 4096, mmap.PROT_READ, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | 0x10, -1, 0)  # MAP_FIXED
+say("fixed-over-map", r == addr, os.pread(fd, 2, 0))
+pid = os.fork()
+if pid == 0:
+    ctypes.memset(addr + 4096, ord("Z"), 4); os._exit(0)
+_, status = os.waitpid(pid, 0)
+say("fixed-ro-store", os.WIFSIGNALED(status) and os.WTERMSIG(status))
+say("fixed-file", os.pread(fd, 4, 4096))
+m.close(); os.close(fd)
+
 # Holes: SEEK_DATA / SEEK_HOLE, fallocate.
 fd = os.open("sparse", os.O_RDWR | os.O_CREAT, 0o644)
 os.pwrite(fd, b"x" * 100, 1 << 20); os.pwrite(fd, b"y", 3 << 20)

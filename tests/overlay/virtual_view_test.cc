@@ -283,6 +283,56 @@ TEST_F(VirtualView, StoresInSeveralPagesAreTrackedAndPagesRearmed) {
   EXPECT_EQ(got[0], '.');
 }
 
+// The kernel's mappings of a tracked map: each isolated dirty page splits
+// it in three, and a process has at most vm.max_map_count of them. Past
+// Track::kMaxDirtyPages a fault gives the map up (writable whole, compared
+// whole): stores still reach the file, and the map's range holds a few
+// mappings, not thousands.
+TEST_F(VirtualView, ScatteredStoresPastTheBudgetGiveTheMapUpNotTheMappings) {
+  auto f = Open("budget", O_RDWR | O_CREAT);
+  const size_t stores = static_cast<size_t>(Track::kMaxDirtyPages) + 16;
+  const size_t len = (2 * stores + 2) * 4096;
+  std::string zeros(len, '\0');
+  ASSERT_TRUE(f->Pwrite(zeros.data(), zeros.size(), 0).ok());
+  auto m = f->Map(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, 0);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  char* p = static_cast<char*>(*m);
+  EXPECT_EQ(Perms(p + 4096), "r--s");
+  for (size_t i = 0; i < stores; i++) p[2 * i * 4096 + 7] = static_cast<char>('a' + i % 26);
+  // Counted in /proc/self/maps: the mappings inside the map's range.
+  auto mappings = [&] {
+    std::ifstream maps("/proc/self/maps");
+    std::string line;
+    size_t n = 0;
+    auto lo = reinterpret_cast<uintptr_t>(p), hi = lo + len;
+    while (std::getline(maps, line)) {
+      uintptr_t a = std::stoull(line.substr(0, line.find('-')), nullptr, 16);
+      if (a >= lo && a < hi) n++;
+    }
+    return n;
+  };
+  EXPECT_LE(mappings(), 8u);
+  EXPECT_EQ(Perms(p + 4096), "rw-s");  // given up: a page nobody stored to is writable
+  std::string got = Read(*f, 0, len);
+  for (size_t i = 0; i < stores; i++) ASSERT_EQ(got[2 * i * 4096 + 7], static_cast<char>('a' + i % 26)) << i;
+  // Stores after the write-back still reach the file (compared whole).
+  p[4096 + 9] = 'Z';
+  EXPECT_EQ(Read(*f, 4096 + 9, 1), "Z");
+  ASSERT_TRUE(engine_->UnmapViews(p, len).ok());
+  ASSERT_EQ(::munmap(p, len), 0);
+  // A later map is tracked again, from a fresh budget.
+  auto m2 = f->Map(nullptr, 4 * 4096, PROT_READ | PROT_WRITE, MAP_SHARED, 0);
+  ASSERT_TRUE(m2.ok());
+  char* q = static_cast<char*>(*m2);
+  EXPECT_EQ(Perms(q), "r--s");
+  q[5] = 'y';
+  EXPECT_EQ(Perms(q), "rw-s");
+  EXPECT_EQ(Perms(q + 4096), "r--s");
+  EXPECT_EQ(Read(*f, 5, 1), "y");
+  ASSERT_TRUE(engine_->UnmapViews(q, 4 * 4096).ok());
+  ASSERT_EQ(::munmap(q, 4 * 4096), 0);
+}
+
 TEST_F(VirtualView, ApplicationMprotectToReadOnlyAndBack) {
   auto f = Open("mp", O_RDWR | O_CREAT);
   std::string content(4 * 4096, '.');

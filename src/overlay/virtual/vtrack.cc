@@ -47,6 +47,13 @@ struct Slot {
   std::atomic<size_t> npages{0};
   std::atomic<long> ndirty{0};  // dirty bits set (may dip below 0 for an instant)
   std::atomic<uint64_t> owner{0};
+  // Given up (Saturate): every page has the application's prot and stays
+  // dirty, so the view is compared whole, as an untracked one.
+  std::atomic<bool> whole{false};
+  // This slot's share of dirty_total (the dirty bits it set while not
+  // whole, less those cleared since); discharged whole at Saturate and at
+  // release, so dirty_total is always the sum of the slots' shares.
+  std::atomic<long> charged{0};
 };
 // The handler scans bounds (dense: one cache line per four slots), then
 // validates in the slot. Both never freed; slots are reused.
@@ -64,6 +71,28 @@ size_t nfree = 0;
 uint64_t next_id = 1;
 std::atomic<uint64_t> fork_epoch{0};
 
+// Dirty bits set over every slot. Each run of dirty pages inside a clean
+// (write-protected) map costs the kernel up to two more mappings (VMAs),
+// and a process has at most vm.max_map_count of them (65,530 by default):
+// past kMaxDirtyPages, a fault gives its view up (Saturate) instead of
+// splitting it further, so tracking never exhausts the process's mappings
+// (malloc, thread stacks and the program's own mmaps need them too).
+constexpr long kMaxDirtyPages = Track::kMaxDirtyPages;
+std::atomic<long> dirty_total{0};
+
+void Charge(Slot& s) {
+  if (s.whole.load()) return;  // a given-up view splits nothing
+  s.charged.fetch_add(1);
+  dirty_total.fetch_add(1);
+}
+void Discharge(Slot& s) {
+  long c = s.charged.load();
+  while (c > 0 && !s.charged.compare_exchange_weak(c, c - 1)) {
+  }
+  if (c > 0) dirty_total.fetch_sub(1);
+}
+void DischargeAll(Slot& s) { dirty_total.fetch_sub(s.charged.exchange(0)); }
+
 // Sets p's dirty bit if p is a live page (a page forgotten meanwhile stays
 // 0: a write-back must never protect an address that may be another map's
 // by then).
@@ -72,12 +101,37 @@ void Mark(Slot& s, std::atomic<uint8_t>* st, size_t p) {
   while ((b & kValid) && !(b & kDirty))
     if (st[p].compare_exchange_weak(b, static_cast<uint8_t>(b | kDirty))) {
       s.ndirty.fetch_add(1);
+      Charge(s);
       return;
     }
 }
 
 void WaitHandlers(Slot& s) {
   while (s.inflight.load() != 0) CpuRelax();
+}
+
+// Gives the view of slot s up (from the handler, or when a protect fails):
+// every live page is marked dirty and given the application's prot, run by
+// run (one mprotect per run of one prot, which merges the mappings the
+// tracking split rather than splitting more). From then on the slot stays
+// `whole`: write-backs compare every page and protect nothing. Returns
+// whether page p now has its prot. Async-signal-safe.
+bool Saturate(Slot& s, std::atomic<uint8_t>* st, uintptr_t lo, size_t np, size_t p) {
+  s.whole.store(true);
+  DischargeAll(s);
+  for (size_t i = 0; i < np; i++) Mark(s, st, i);
+  bool ok = false;
+  size_t i = 0;
+  while (i < np) {
+    uint8_t b = st[i].load() & (kValid | kProt);
+    size_t j = i + 1;
+    while (j < np && (st[j].load() & (kValid | kProt)) == b) j++;
+    if ((b & kValid) && RawProtect(reinterpret_cast<void*>(lo + i * Page()), (j - i) * Page(), b & kProt) == 0 &&
+        p >= i && p < j)
+      ok = true;
+    i = j;
+  }
+  return ok;
 }
 
 // The fault server (vm/fault.h): a store into a clean page of a tracked
@@ -101,9 +155,16 @@ bool ServeViewFault(void* addr) {
       uint8_t b = st != nullptr && p < s.npages.load() ? st[p].load() : 0;
       if ((b & kValid) && (b & PROT_WRITE)) {
         Mark(s, st, p);
-        if (RawProtect(reinterpret_cast<void*>(lo + p * Page()), Page(), b & kProt) == 0) {
+        // Past the budget, or when the kernel refuses the split (ENOMEM:
+        // the process's mappings are exhausted), the view is given up:
+        // protecting it whole merges its mappings.
+        if (s.whole.load() || dirty_total.load() > kMaxDirtyPages) {
+          served = Saturate(s, st, lo, s.npages.load(), p);
+        } else if (RawProtect(reinterpret_cast<void*>(lo + p * Page()), Page(), b & kProt) == 0) {
           Mark(s, st, p);  // again: a write-back may have cleared it meanwhile
           served = true;
+        } else {
+          served = Saturate(s, st, lo, s.npages.load(), p);
         }
       }
     }
@@ -127,7 +188,7 @@ void AtforkChild() {
     Slot& s = slots[i];
     std::atomic<uint8_t>* st = s.pages.load();
     uintptr_t lo = bounds[i].lo.load();
-    if (s.owner.load() != 0 && st != nullptr) {
+    if (s.owner.load() != 0 && st != nullptr && lo != 0 && !(s.gen.load() & 1)) {
       size_t np = s.npages.load(), p = 0;
       while (p < np) {
         uint8_t b = st[p].load() & (kValid | kProt);
@@ -144,10 +205,13 @@ void AtforkChild() {
     s.npages.store(0);
     s.ndirty.store(0);
     s.owner.store(0);
+    s.whole.store(false);
+    s.charged.store(0);
     s.inflight.store(0);
     s.gen.store(0);
   }
   used.store(0);
+  dirty_total.store(0);
   nfree = 0;
   new (&mu) std::mutex;  // a thread of the parent may have held it at the fork
 }
@@ -190,6 +254,8 @@ std::unique_ptr<Track> Track::Make(char* addr, size_t npages, int prot) {
   s.pages.store(st);
   s.npages.store(npages);
   s.ndirty.store(0);
+  s.whole.store(false);
+  s.charged.store(0);
   s.owner.store(id);
   bounds[i].lo.store(reinterpret_cast<uintptr_t>(addr));
   bounds[i].hi.store(reinterpret_cast<uintptr_t>(addr) + npages * Page());
@@ -212,6 +278,8 @@ Track::~Track() {
     WaitHandlers(s);  // none holds the array after this
     st = s.pages.exchange(nullptr);
     s.npages.store(0);
+    s.ndirty.store(0);
+    DischargeAll(s);
     s.owner.store(0);
     s.gen.fetch_add(1);
     free_slots[nfree++] = slot_;
@@ -227,6 +295,15 @@ void Track::TakeDirty(size_t first, size_t last, std::vector<std::pair<size_t, s
   std::atomic<uint8_t>* st = s.pages.load();
   last = std::min(last, s.npages.load());
   size_t p = first;
+  if (s.whole.load()) {  // given up: every live page is compared, none protected
+    while (p < last) {
+      size_t q = p;
+      while (q < last && (st[q].load() & kValid)) q++;
+      if (q > p) runs->emplace_back(p, q - p);
+      p = q + 1;
+    }
+    return;
+  }
   while (p < last) {
     uint8_t b = st[p].load();
     if ((b & (kDirty | kValid)) != (kDirty | kValid)) {
@@ -238,7 +315,10 @@ void Track::TakeDirty(size_t first, size_t last, std::vector<std::pair<size_t, s
     const uint8_t key = kDirty | kValid | kProt;
     while (q < last && (st[q].load() & key) == (b & key)) q++;
     for (size_t i = p; i < q; i++)
-      if (st[i].fetch_and(static_cast<uint8_t>(~kDirty)) & kDirty) s.ndirty.fetch_sub(1);
+      if (st[i].fetch_and(static_cast<uint8_t>(~kDirty)) & kDirty) {
+        s.ndirty.fetch_sub(1);
+        Discharge(s);
+      }
     int e = RawProtect(base_ + p * Page(), (q - p) * Page(), (b & kProt) & ~PROT_WRITE);
     // A handler in flight may have made a page writable after the
     // protect (or the protect failed: the pages stay writable): they stay
@@ -256,7 +336,10 @@ void Track::Forget(size_t first, size_t last) {
   std::atomic<uint8_t>* st = s.pages.load();
   last = std::min(last, s.npages.load());
   for (size_t p = first; p < last; p++)
-    if (st[p].exchange(0) & kDirty) s.ndirty.fetch_sub(1);
+    if (st[p].exchange(0) & kDirty) {
+      s.ndirty.fetch_sub(1);
+      Discharge(s);
+    }
   WaitHandlers(s);
 }
 
@@ -291,10 +374,11 @@ int Track::Protect(size_t first, size_t last, int prot) {
   WaitHandlers(s);  // a handler that read the old prot has applied it: ours comes after
   int first_err = 0;
   size_t p = first;
+  const bool whole = s.whole.load();
   while (p < last) {
-    bool dirty = st[p].load() & kDirty;
+    bool dirty = whole || (st[p].load() & kDirty);
     size_t q = p + 1;
-    while (q < last && static_cast<bool>(st[q].load() & kDirty) == dirty) q++;
+    while (q < last && (whole || static_cast<bool>(st[q].load() & kDirty) == dirty)) q++;
     int e = RawProtect(base_ + p * Page(), (q - p) * Page(), dirty ? prot : prot & ~PROT_WRITE);
     if (first_err == 0) first_err = e;
     p = q;

@@ -51,6 +51,12 @@ class Track {
  public:
   static constexpr size_t kSlots = 4096;
   static constexpr size_t kMaxPages = size_t{1} << 20;  // 4 GiB of 4 KiB pages
+  // Dirty pages, over every tracked map, past which a fault gives its map
+  // up (it becomes writable whole and is compared whole, as an untracked
+  // one): each run of dirty pages in a clean map costs the kernel up to two
+  // more mappings, and a process has at most vm.max_map_count (65,530).
+  // Also when the kernel refuses the split (ENOMEM).
+  static constexpr long kMaxDirtyPages = 8192;
 
   // Tracks the application's map [addr, addr + npages pages), just mapped
   // with `prot` minus PROT_WRITE (every page clean). nullptr when it cannot

@@ -160,13 +160,22 @@ void ViewList::Truncated(uint64_t size) {
   }
 }
 
+// A view found in the registry may be in the middle of an Unmap by
+// another thread, which changes it (len, track) only while it is out of
+// the list: a view no longer (or not yet again) in the list is left alone.
+bool ViewList::HoldsLocked(const View& v) const {
+  return std::any_of(views_.begin(), views_.end(), [&](const auto& x) { return x.get() == &v; });
+}
+
 void ViewList::Unprotect(View& v, size_t from, size_t to) {
   std::lock_guard<std::mutex> g(mu_);
+  if (!HoldsLocked(v) || to > v.len) return;
   if (v.track != nullptr) v.track->Unprotect(v.tpage + from / Page(), v.tpage + to / Page());
 }
 
 int ViewList::Protect(View& v, size_t from, size_t to, int prot) {
   std::lock_guard<std::mutex> g(mu_);  // no write-back between its clear and its protect meanwhile
+  if (!HoldsLocked(v) || to > v.len) return 0;  // being unmapped by another thread
   if (v.track != nullptr) return v.track->Protect(v.tpage + from / Page(), v.tpage + to / Page(), prot);
   if (prot & PROT_WRITE) v.writable = true;  // untracked: compared whole from now on
   return RawProtect(v.addr + from, to - from, prot);

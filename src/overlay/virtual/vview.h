@@ -106,6 +106,7 @@ class ViewList {
   void Remove(const View* v);
 
  private:
+  bool HoldsLocked(const View& v) const;
   std::mutex mu_;
   std::vector<std::shared_ptr<View>> views_;
   std::atomic<size_t> n_{0};
