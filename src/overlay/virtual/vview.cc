@@ -262,23 +262,25 @@ Result<void*> ViewRegistry::Map(const std::shared_ptr<VFile>& f, const std::shar
   return static_cast<void*>(v->addr);
 }
 
+std::vector<ViewRegistry::Hit> ViewRegistry::Hits(uintptr_t lo, uintptr_t hi) {
+  std::vector<Hit> hits;
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = by_addr_.upper_bound(lo);
+  if (it != by_addr_.begin()) --it;
+  for (; it != by_addr_.end() && it->first < hi; ++it) {
+    uintptr_t a = std::max(lo, it->first), b = std::min(hi, it->first + it->second.view->len);
+    if (a < b) hits.push_back({it->second, a, b});
+  }
+  return hits;
+}
+
 Status ViewRegistry::Sync(void* addr, size_t len) {
   uintptr_t lo = reinterpret_cast<uintptr_t>(addr), hi = lo + RoundUp(len);
-  std::vector<std::pair<Entry, std::pair<uint64_t, uint64_t>>> hits;
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    auto it = by_addr_.upper_bound(lo);
-    if (it != by_addr_.begin()) --it;
-    for (; it != by_addr_.end() && it->first < hi; ++it) {
-      uintptr_t a = std::max(lo, it->first), b = std::min(hi, it->first + it->second.view->len);
-      if (a >= b) continue;
-      uint64_t o = it->second.view->off;
-      hits.push_back({it->second, {o + (a - it->first), o + (b - it->first)}});
-    }
-  }
   Status first = Status::Ok();
-  for (auto& [e, r] : hits) {
-    Status s = e.list->WriteBack(r.first, r.second);
+  for (auto& h : Hits(lo, hi)) {
+    uint64_t o = h.e.view->off;
+    uintptr_t base = reinterpret_cast<uintptr_t>(h.e.view->addr);
+    Status s = h.e.list->WriteBack(o + (h.a - base), o + (h.b - base));
     if (first.ok()) first = s;
   }
   return first;
@@ -287,20 +289,7 @@ Status ViewRegistry::Sync(void* addr, size_t len) {
 int ViewRegistry::Protect(void* addr, size_t len, int prot) {
   uintptr_t lo = reinterpret_cast<uintptr_t>(addr), hi = lo + RoundUp(len);
   if (lo % Page() != 0) return EINVAL;
-  struct Hit {
-    Entry e;
-    uintptr_t a, b;
-  };
-  std::vector<Hit> hits;
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    auto it = by_addr_.upper_bound(lo);
-    if (it != by_addr_.begin()) --it;
-    for (; it != by_addr_.end() && it->first < hi; ++it) {
-      uintptr_t a = std::max(lo, it->first), b = std::min(hi, it->first + it->second.view->len);
-      if (a < b) hits.push_back({it->second, a, b});
-    }
-  }
+  std::vector<Hit> hits = Hits(lo, hi);
   // In address order: what lies between views as the kernel would, the
   // views' pages through their lists. The first error is returned (the
   // kernel too may have changed part of the range when it fails).
@@ -326,17 +315,11 @@ int ViewRegistry::Protect(void* addr, size_t len, int prot) {
 void ViewRegistry::Unprotect(void* addr, size_t len) {
   uintptr_t lo = reinterpret_cast<uintptr_t>(addr) / Page() * Page();
   uintptr_t hi = RoundUp(reinterpret_cast<uintptr_t>(addr) + len);
-  std::vector<std::pair<Entry, std::pair<size_t, size_t>>> hits;
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    auto it = by_addr_.upper_bound(lo);
-    if (it != by_addr_.begin()) --it;
-    for (; it != by_addr_.end() && it->first < hi; ++it) {
-      uintptr_t a = std::max(lo, it->first), b = std::min(hi, it->first + it->second.view->len);
-      if (a < b && it->second.view->track != nullptr) hits.push_back({it->second, {a - it->first, b - it->first}});
-    }
+  // Untracked views: a no-op in their list (which reads `track` under its lock).
+  for (auto& h : Hits(lo, hi)) {
+    uintptr_t base = reinterpret_cast<uintptr_t>(h.e.view->addr);
+    h.e.list->Unprotect(*h.e.view, h.a - base, h.b - base);
   }
-  for (auto& [e, r] : hits) e.list->Unprotect(*e.view, r.first, r.second);
 }
 
 Status ViewRegistry::Unmap(void* addr, size_t len) {

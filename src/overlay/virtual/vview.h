@@ -140,6 +140,13 @@ class ViewRegistry {
     std::shared_ptr<View> view;
     std::shared_ptr<ViewList> list;
   };
+  // A view's part that meets an address range: [a, b), in address order.
+  struct Hit {
+    Entry e;
+    uintptr_t a, b;
+  };
+  // The views meeting [lo, hi), collected under mu_ (used after it).
+  std::vector<Hit> Hits(uintptr_t lo, uintptr_t hi);
   std::mutex mu_;
   std::map<uintptr_t, Entry> by_addr_;
   std::atomic<size_t> n_{0};
