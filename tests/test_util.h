@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -15,6 +17,20 @@
 #include "medium/pool.h"
 
 namespace mapfs::testing {
+
+// Number of kernel mappings (VMAs) that overlap [base, base+len).
+inline int CountVmas(const void* base, uint64_t len) {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  int n = 0;
+  auto lo = reinterpret_cast<uintptr_t>(base), hi = lo + len;
+  while (std::getline(maps, line)) {
+    uintptr_t a = std::stoull(line.substr(0, line.find('-')), nullptr, 16);
+    uintptr_t b = std::stoull(line.substr(line.find('-') + 1), nullptr, 16);
+    if (a < hi && b > lo) n++;
+  }
+  return n;
+}
 
 // How the file-system suites' pools keep regular files' data: the
 // MAPFS_TEST_FILES environment variable ("hashfs", "cuckoo", "extent",

@@ -22,6 +22,7 @@
 #include "overlay/virtual/vtrack.h"
 #include "overlay/virtual/vview.h"
 #include "vm/fault.h"
+#include "test_util.h"
 #include "virtual_test_util.h"
 
 namespace mapfs::overlay::vrt::testing {
@@ -299,19 +300,7 @@ TEST_F(VirtualView, ScatteredStoresPastTheBudgetGiveTheMapUpNotTheMappings) {
   char* p = static_cast<char*>(*m);
   EXPECT_EQ(Perms(p + 4096), "r--s");
   for (size_t i = 0; i < stores; i++) p[2 * i * 4096 + 7] = static_cast<char>('a' + i % 26);
-  // Counted in /proc/self/maps: the mappings inside the map's range.
-  auto mappings = [&] {
-    std::ifstream maps("/proc/self/maps");
-    std::string line;
-    size_t n = 0;
-    auto lo = reinterpret_cast<uintptr_t>(p), hi = lo + len;
-    while (std::getline(maps, line)) {
-      uintptr_t a = std::stoull(line.substr(0, line.find('-')), nullptr, 16);
-      if (a >= lo && a < hi) n++;
-    }
-    return n;
-  };
-  EXPECT_LE(mappings(), 8u);
+  EXPECT_LE(::mapfs::testing::CountVmas(p, len), 8);  // the kernel's mappings over the map's range
   EXPECT_EQ(Perms(p + 4096), "rw-s");  // given up: a page nobody stored to is writable
   std::string got = Read(*f, 0, len);
   for (size_t i = 0; i < stores; i++) ASSERT_EQ(got[2 * i * 4096 + 7], static_cast<char>('a' + i % 26)) << i;

@@ -12,6 +12,7 @@
 #include "common/units.h"
 #include "medium/pool.h"
 #include "mount/mount.h"
+#include "test_util.h"
 #include "vm/vm.h"
 
 namespace mapfs::testing {
@@ -78,20 +79,6 @@ inline bool PageIsZero(vm::Vm& vm, uint64_t voff) {
   for (uint64_t i = 0; i < kPageSize / 8; i++)
     if (p[i] != 0) return false;
   return true;
-}
-
-// Number of kernel mappings (VMAs) that overlap [base, base+len).
-inline int CountVmas(const void* base, uint64_t len) {
-  std::ifstream maps("/proc/self/maps");
-  std::string line;
-  int n = 0;
-  auto lo = reinterpret_cast<uintptr_t>(base), hi = lo + len;
-  while (std::getline(maps, line)) {
-    uintptr_t a = std::stoull(line.substr(0, line.find('-')), nullptr, 16);
-    uintptr_t b = std::stoull(line.substr(line.find('-') + 1), nullptr, 16);
-    if (a < hi && b > lo) n++;
-  }
-  return n;
 }
 
 // Runs `fn` in a child process; returns its exit status (or 128+signal).
