@@ -602,14 +602,36 @@ bool Pool::MountAlive(int slot) const {
   return fl.l_type != F_UNLCK;
 }
 
+void Pool::DeferWriteBack(const void* addr) {
+  const uint64_t line = (offset_of(addr) & ~uint64_t{63}) | 1;
+  std::atomic<uint64_t>& slot = deferred_[(line >> 6) % kDeferredLines];
+  // Why the quick check is safe: the caller's store is a locked RMW, seen by
+  // all before this load; if the load still finds the line here, whoever
+  // takes it out later (exchange, then write-back) writes back that store.
+  if (slot.load(std::memory_order_relaxed) == line) return;
+  uint64_t old = slot.exchange(line);
+  if (old != 0 && old != line) Flush(base_ + (old & ~uint64_t{1}), 64);
+}
+
+void Pool::WriteBackDeferred() {
+  if (base_ == nullptr) return;
+  for (auto& slot : deferred_) {
+    uint64_t line = slot.exchange(0);
+    if (line != 0) Flush(base_ + (line & ~uint64_t{1}), 64);
+  }
+  Fence();
+}
+
 void Pool::MarkIdleExit(bool on) {
   if (closed_ || shared_ == nullptr || mount_slot_ < 0 || owner_pid_ != ::getpid()) return;
+  if (on) WriteBackDeferred();
   const int64_t pid = ::getpid();
   shared_->mounts[mount_slot_].pid.store(on ? -pid : pid);
 }
 
 void Pool::MarkHandoffExit(uint64_t n, bool on) {
   if (closed_ || shared_ == nullptr || mount_slot_ < 0 || owner_pid_ != ::getpid()) return;
+  if (on) WriteBackDeferred();
   const int64_t pid = ::getpid();
   MountEntry& e = shared_->mounts[mount_slot_];
   // The count first: whoever sees the mark sees the count it goes with.
@@ -812,6 +834,7 @@ void Pool::FinishOpen() {
 
 Status Pool::Close() {
   if (closed_ || base_ == nullptr) return Status::Ok();
+  WriteBackDeferred();  // before the mount's entry goes: then nobody would recover its lines
   closed_ = true;
   if (owner_pid_ != ::getpid()) {
     // A copy inherited by fork() that never took a mount of its own

@@ -21,6 +21,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -151,6 +152,18 @@ class Pool {
   T* at(uint64_t off) const { return reinterpret_cast<T*>(base_ + off); }
   uint64_t offset_of(const void* p) const { return static_cast<uint64_t>(static_cast<const char*>(p) - base_); }
 
+  // Stores to the cache line holding `addr` whose loss at a crash is
+  // harmless — a freed page's bitmap bit: lost, the page only leaks until
+  // recovery reconciles the bitmap — need not be written back now, which
+  // would make the caller's next locked instruction wait for the line. The
+  // pool remembers the line and writes it back later: when it is displaced
+  // from the small set of remembered lines, and for all of them before this
+  // mount ends (Close, or an idle or hand-off exit, after which nobody runs
+  // recovery for it). Lock-free; call after the store.
+  void DeferWriteBack(const void* addr);
+  // Writes back every deferred line, fenced.
+  void WriteBackDeferred();
+
   int fd() const { return fd_; }
   const std::string& path() const { return path_; }
   bool map_sync() const { return map_sync_; }     // mapped with MAP_SYNC (DAX)
@@ -234,6 +247,10 @@ class Pool {
   int map_flags_ = 0;
   OpenOptions opt_;
   RedoLog redo_;
+  // DeferWriteBack's lines: pool offset | 1 (0 = empty), one slot per line
+  // hash. A slot that already names the line is not stored to again.
+  static constexpr int kDeferredLines = 64;
+  std::atomic<uint64_t> deferred_[kDeferredLines] = {};
 };
 
 // RAII for Pool::Lock.

@@ -184,7 +184,20 @@ void PageAllocator::Discard(uint64_t off, uint64_t len) {
 void PageAllocator::ZeroFresh(uint64_t off, uint64_t len) { Discard(off, len); }
 
 void PageAllocator::FreePages(uint64_t off, uint64_t npages, bool durable) {
-  SetBits(off / kPageSize, npages, false, durable);
+  if (durable) {
+    SetBits(off / kPageSize, npages, false);
+  } else {
+    // Cleared but not written back now: lost at a crash, the pages only
+    // leak until recovery (the pool writes the lines back later).
+    for (uint64_t p = off / kPageSize, end = p + npages; p < end;) {
+      uint64_t w = p / 64, lo = p % 64, cnt = std::min<uint64_t>(64 - lo, end - p);
+      uint64_t mask = cnt == 64 ? ~uint64_t{0} : ((uint64_t{1} << cnt) - 1) << lo;
+      Ref(word(w)).fetch_and(~mask);
+      medium::TraceStore(word(w), 8);
+      pool_->DeferWriteBack(word(w));
+      p += cnt;
+    }
+  }
   // First fit: the next chunk allocation starts at the lowest chunk that may
   // now be free, so freed (resident) chunks are reused before untouched
   // ones, which the kernel would first have to allocate and zero.
@@ -192,12 +205,13 @@ void PageAllocator::FreePages(uint64_t off, uint64_t npages, bool durable) {
   uint64_t c = off / kChunkSize, cur = cursor.load(std::memory_order_relaxed);
   while (c < cur && !cursor.compare_exchange_weak(cur, c, std::memory_order_relaxed)) {
   }
-  // The same for single pages (strict write-and-swap frees a page for
-  // every one it allocates): reuse the resident ones first.
-  auto& page_cursor = VmShared(pool_->shared())->page_cursor;
-  uint64_t w = off / kPageSize / 64, pc = page_cursor.load(std::memory_order_relaxed);
-  while (w < pc && !page_cursor.compare_exchange_weak(pc, w, std::memory_order_relaxed)) {
-  }
+  // Single pages: the next one is looked for from the word just freed
+  // into (last in, first out). Strict write-and-swap frees a page for every
+  // one it allocates, at a random place in the file: a cursor that only
+  // moved down (lowest free first) had each allocation scan past hundreds of
+  // full words to reach the page freed last. A plain store: the cursor is
+  // a hint, and a lost race only starts some scan elsewhere.
+  VmShared(pool_->shared())->page_cursor.store((off / kPageSize) / 64, std::memory_order_relaxed);
 }
 
 Result<uint64_t> PageAllocator::Trim() {

@@ -47,8 +47,9 @@ class PageAllocator {
   // ENOSPC (nothing claimed) when fewer are free. `durable` as AllocPage.
   Status AllocPages(uint64_t n, uint64_t* out, bool durable = true);
   // Frees [off, off + npages pages); their bytes stay (resident medium).
-  // durable = false: no fence (the bits become durable with the caller's
-  // next one; a crash before that only leaks the pages to Vm::Rebuild).
+  // durable = false: the bits are not even written back now (the pool
+  // writes the lines back later, Pool::DeferWriteBack); a crash before that
+  // only leaks the pages to Vm::Rebuild.
   void FreePages(uint64_t off, uint64_t npages, bool durable = true);
   // Makes the pages read as zero without freeing them (non-temporal
   // stores, fenced: durable on return).
