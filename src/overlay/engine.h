@@ -133,7 +133,7 @@ class Engine {
   // application's mprotect of a range that meets them (ViewsMeet); 0 or an
   // errno, as the kernel's.
   virtual bool HasViews() const { return false; }
-  virtual int ProtectViews(void* /*addr*/, size_t /*len*/, int /*prot*/) { return ENOSYS; }
+  virtual int ProtectViews(void* /*addr*/, size_t /*len*/, int /*prot*/, int /*pkey*/ = -1) { return ENOSYS; }
   // The kernel is about to store into [addr, addr+len) (a read(2) into a
   // buffer that may lie in the engine's maps).
   virtual void PrepareKernelStores(void* /*addr*/, size_t /*len*/) {}

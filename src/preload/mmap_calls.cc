@@ -603,17 +603,24 @@ MAPFS_EXPORT void* mremap(void* old, size_t old_len, size_t new_len, int flags, 
     OvUnmapViews(m, new_len);
   return m;
 }
+namespace {
+// Whether [addr, addr+len) meets a pool file's shared map through a
+// description not open for writing (which stays read-only: EACCES).
+bool MeetsReadOnlyPoolMap(void* addr, size_t len) {
+  auto a = reinterpret_cast<uintptr_t>(addr), b = a + RoundUp(len);
+  std::lock_guard<std::mutex> g(*g_maps_mu);
+  auto it = g_maps->upper_bound(a);
+  if (it != g_maps->begin()) --it;
+  for (; it != g_maps->end() && it->first < b; ++it)
+    if (it->second.end > a && (it->second.desc->file->flags & O_ACCMODE) != O_RDWR) return true;
+  return false;
+}
+}  // namespace
+
 MAPFS_EXPORT int mprotect(void* addr, size_t len, int prot) {
   if (!in_core && InRegion(addr)) return 0;  // the region's pages stay as mapfs set them
-  if (!in_core && g_map_count.load() != 0 && (prot & PROT_WRITE)) {
-    // A shared map of a description not open for writing stays read-only.
-    auto a = reinterpret_cast<uintptr_t>(addr), b = a + RoundUp(len);
-    std::lock_guard<std::mutex> g(*g_maps_mu);
-    auto it = g_maps->upper_bound(a);
-    if (it != g_maps->begin()) --it;
-    for (; it != g_maps->end() && it->first < b; ++it)
-      if (it->second.end > a && (it->second.desc->file->flags & O_ACCMODE) != O_RDWR) return FailErrno(EACCES);
-  }
+  if (!in_core && g_map_count.load() != 0 && (prot & PROT_WRITE) && MeetsReadOnlyPoolMap(addr, len))
+    return FailErrno(EACCES);
   // A map of a virtualized file (overlay/virtual/vview.h): the engine
   // keeps its clean pages write-protected (dirty tracking).
   if (!in_core && OvHasViews() && OvViewsMeet(addr, len)) return OvProtectViews(addr, len, prot);
@@ -627,6 +634,24 @@ MAPFS_EXPORT int mprotect(void* addr, size_t len, int prot) {
   }
   return REAL(mprotect)(addr, len, prot);
 }
+// pkey_mprotect(2): mprotect with a protection key (-1: none, exactly
+// mprotect). The same rules hold: mapfs's region keeps what mapfs set, a
+// shared map of a description not open for writing does not become
+// writable (a virtualized file's map is of the engine's own memory, which
+// the kernel alone would let anyone make writable: the engine refuses),
+// and a virtualized file's map keeps its dirty tracking, the key applied
+// by the engine with each page's protection.
+MAPFS_EXPORT int pkey_mprotect(void* addr, size_t len, int prot, int pkey) {
+  if (pkey == -1) return mprotect(addr, len, prot);
+  if (!in_core && InRegion(addr)) return 0;  // as mprotect: the region's pages stay as mapfs set them
+  if (!in_core && g_map_count.load() != 0 && (prot & PROT_WRITE) && MeetsReadOnlyPoolMap(addr, len))
+    return FailErrno(EACCES);
+  if (!in_core && OvHasViews() && OvViewsMeet(addr, len)) return OvProtectViews(addr, len, prot, pkey);
+  int r = REAL(pkey_mprotect)(addr, len, prot, pkey);
+  if (r == 0 && !in_core && read_view::Meets(addr, len)) LendIfView(addr, len);  // the program's now (read_view.h)
+  return r;
+}
+
 MAPFS_EXPORT int madvise(void* addr, size_t len, int advice) {
   if (!in_core && InRegion(addr)) return 0;  // advice only; never drop a file's pages
   int r = REAL(madvise)(addr, len, advice);

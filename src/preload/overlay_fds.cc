@@ -494,11 +494,11 @@ bool OvViewsMeet(const void* addr, size_t len) {
   return e != nullptr && e->ViewsMeet(addr, len);
 }
 
-int OvProtectViews(void* addr, size_t len, int prot) {
+int OvProtectViews(void* addr, size_t len, int prot, int pkey) {
   overlay::Engine* e = g_engine;
   if (e == nullptr) return FailErrno(ENOSYS);
   CoreScope cs;
-  int err = e->ProtectViews(addr, len, prot);
+  int err = e->ProtectViews(addr, len, prot, pkey);
   return err == 0 ? 0 : FailErrno(err);
 }
 

@@ -26,6 +26,7 @@
 #include <sys/uio.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -108,14 +109,28 @@ bool OvHasViews();
 void OvUnmapViews(void* addr, size_t len);
 int OvSyncViews(void* addr, size_t len);
 bool OvViewsMeet(const void* addr, size_t len);
-// mprotect of a range that meets the engine's maps (OvViewsMeet): 0, or -1
-// with errno.
-int OvProtectViews(void* addr, size_t len, int prot);
+// mprotect (pkey_mprotect with a key other than -1) of a range that meets
+// the engine's maps (OvViewsMeet): 0, or -1 with errno.
+int OvProtectViews(void* addr, size_t len, int prot, int pkey = -1);
 // Before a read(2)-like call the kernel serves into `buf`: pages of the
 // engine's maps there are made writable (a kernel copy into a write-
 // protected page fails with EFAULT). One load when there are no maps.
 void OvBeforeKernelStores(void* buf, size_t n);
 void OvBeforeKernelStores(const struct iovec* iov, int cnt);
+// A call whose kernel stores into the program's buffers (read, recv...):
+// prepare() makes their pages in the engine's maps writable first
+// (OvBeforeKernelStores). A write-back on another thread may protect a page
+// again between that and the call, which then fails with EFAULT (a kernel
+// copy does not fault): prepared again and retried; a buffer that is really
+// bad gets its EFAULT all the same. Without views it is the plain call.
+template <typename Prepare, typename Call>
+ssize_t KernelStores(Prepare prepare, Call call) {
+  for (int tries = 0;; tries++) {
+    prepare();
+    ssize_t r = call();
+    if (r >= 0 || errno != EFAULT || tries == 3 || !OvHasViews()) return r;
+  }
+}
 
 // Descriptors of virtualized files reached by a process through the kernel
 // only: adopted again (overlay_inherit.cc). At load, for those inherited

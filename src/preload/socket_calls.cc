@@ -33,6 +33,7 @@
 #include "common/process.h"
 #include "medium/pool.h"
 #include "preload/calls.h"
+#include "preload/overlay_fds.h"
 
 namespace mapfs::preload {
 namespace {
@@ -150,6 +151,28 @@ MAPFS_EXPORT int connect(int fd, const sockaddr* addr, socklen_t len) {
   socklen_t plen;
   if (PeerAddr(r, &peer, &plen) != 0) return -1;
   return REAL(connect)(fd, reinterpret_cast<sockaddr*>(&peer), plen);
+}
+
+// Receives store into the program's buffers from the kernel: pages of a
+// virtualized file's maps there are made writable first (as read's).
+MAPFS_EXPORT ssize_t recv(int fd, void* buf, size_t n, int flags) {
+  return KernelStores([&] { OvBeforeKernelStores(buf, n); }, [&] { return REAL(recv)(fd, buf, n, flags); });
+}
+MAPFS_EXPORT ssize_t __recv_chk(int fd, void* buf, size_t n, size_t, int flags) { return recv(fd, buf, n, flags); }
+MAPFS_EXPORT ssize_t recvfrom(int fd, void* buf, size_t n, int flags, sockaddr* addr, socklen_t* len) {
+  return KernelStores([&] { OvBeforeKernelStores(buf, n); },
+                      [&] { return REAL(recvfrom)(fd, buf, n, flags, addr, len); });
+}
+MAPFS_EXPORT ssize_t __recvfrom_chk(int fd, void* buf, size_t n, size_t, int flags, sockaddr* addr, socklen_t* len) {
+  return recvfrom(fd, buf, n, flags, addr, len);
+}
+MAPFS_EXPORT ssize_t recvmsg(int fd, msghdr* msg, int flags) {
+  return KernelStores(
+      [&] {
+        if (msg != nullptr && msg->msg_iovlen <= static_cast<size_t>(INT32_MAX))
+          OvBeforeKernelStores(msg->msg_iov, static_cast<int>(msg->msg_iovlen));
+      },
+      [&] { return REAL(recvmsg)(fd, msg, flags); });
 }
 
 MAPFS_EXPORT ssize_t sendto(int fd, const void* buf, size_t n, int flags, const sockaddr* addr, socklen_t len) {

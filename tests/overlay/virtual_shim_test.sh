@@ -98,6 +98,12 @@ say("mprotect-after", os.pread(fd, 2, 0), os.pread(fd, 2, 4096))
 r, w = os.pipe(); os.write(w, b"PIPE")
 say("readv-into-map", os.readv(r, [memoryview(m)[8192:8196]]), os.pread(fd, 4, 8192))
 os.close(r); os.close(w)
+import socket                                           # recv, recvfrom and recvmsg alike
+s1, s2 = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM); s2.settimeout(10)
+s1.send(b"RCV1"); s1.send(b"RCV2"); s1.send(b"RCV3")
+say("recv-into-map", s2.recv_into(memoryview(m)[4100:4104]), s2.recvfrom_into(memoryview(m)[8200:8204])[0],
+    s2.recvmsg_into([memoryview(m)[8300:8304]])[0], os.pread(fd, 4, 4100), os.pread(fd, 4, 8200), os.pread(fd, 4, 8300))
+s1.close(); s2.close()
 del buf; m.close(); os.close(fd)
 
 # A map placed with MAP_FIXED over a shared map replaces it: the new
@@ -118,6 +124,32 @@ if pid == 0:
 _, status = os.waitpid(pid, 0)
 say("fixed-ro-store", os.WIFSIGNALED(status) and os.WTERMSIG(status))
 say("fixed-file", os.pread(fd, 4, 4096))
+m.close(); os.close(fd)
+
+# Write access to a shared map through a read-only description is refused
+# (EACCES) by mprotect and pkey_mprotect alike, and the file stays as it
+# was: under the engine the map is of its own memory, which the kernel
+# alone would let the program make writable. With a protection key (where
+# the machine has them) a writable map keeps reaching the file.
+libc.pkey_mprotect.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int)
+libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+def err(r): return 0 if r == 0 else ctypes.get_errno()
+rw = mmap.PROT_READ | mmap.PROT_WRITE
+key = libc.pkey_alloc(0, 0)                            # -1 where the machine has no keys
+with open("ro", "wb") as f: f.write(b"r" * 8192)
+fd = os.open("ro", os.O_RDONLY)
+a = libc.mmap(None, 8192, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+say("ro-mprotect-rw", err(libc.mprotect(a, 8192, rw)), err(libc.pkey_mprotect(a, 8192, rw, -1)),
+    err(libc.pkey_mprotect(a, 8192, rw, key)) if key >= 0 else "no keys")
+say("ro-file", os.pread(fd, 2, 0))
+libc.munmap(a, 8192); os.close(fd)
+fd = os.open("pk", os.O_RDWR | os.O_CREAT, 0o644); os.write(fd, b"." * 8192)
+m = mmap.mmap(fd, 8192)
+buf = ctypes.c_char.from_buffer(m); addr = ctypes.addressof(buf); del buf
+say("pkey-rw", err(libc.pkey_mprotect(addr, 8192, rw, key)) if key >= 0 else "no keys")
+m[4096:4098] = b"K1"; m.flush()
+say("pkey-file", os.pread(fd, 2, 4096))
+if key >= 0: libc.pkey_free(key)
 m.close(); os.close(fd)
 
 # Holes: SEEK_DATA / SEEK_HOLE, fallocate.

@@ -89,9 +89,11 @@ class PlainFile final : public OverlayFile {
 // process (kept coherent with what goes through this file: vview.h).
 class VirtualFile final : public OverlayFile {
  public:
+  // may_write: the description is open O_RDWR (what a shared map's
+  // mprotect(PROT_WRITE) needs).
   VirtualFile(int fd, std::shared_ptr<VFile> f, std::shared_ptr<vrt::ViewList> views,
-              vrt::ViewRegistry* registry)
-      : fd_(fd), f_(std::move(f)), views_(std::move(views)), registry_(registry) {}
+              vrt::ViewRegistry* registry, bool may_write)
+      : fd_(fd), f_(std::move(f)), views_(std::move(views)), registry_(registry), may_write_(may_write) {}
   ~VirtualFile() override {
     if (fd_ >= 0) close(fd_);
   }
@@ -128,7 +130,7 @@ class VirtualFile final : public OverlayFile {
     // A copy of the content (vview.h): the stores of other maps of the file
     // in this process are written back first, so the copy holds them.
     if (!views_->empty()) MAPFS_RETURN_IF_ERROR(views_->WriteBack(off, off + len));
-    return registry_->Map(f_, views_, addr, len, prot, flags, off);
+    return registry_->Map(f_, views_, addr, len, prot, flags, off, may_write_);
   }
   bool KernelIsContent() const override { return false; }
   Result<uint64_t> SeekData(uint64_t off, bool hole) override {
@@ -168,6 +170,7 @@ class VirtualFile final : public OverlayFile {
   std::shared_ptr<VFile> f_;
   std::shared_ptr<vrt::ViewList> views_;
   vrt::ViewRegistry* registry_;
+  bool may_write_;
 };
 
 Status VirtualFile::WriteZeros(uint64_t off, uint64_t end) {
@@ -215,7 +218,9 @@ class VirtualEngine final : public Engine {
   bool HasViews() const override { return !views_.empty(); }
   Status UnmapViews(void* addr, size_t len) override { return views_.Unmap(addr, len); }
   Status SyncViews(void* addr, size_t len) override { return views_.Sync(addr, len); }
-  int ProtectViews(void* addr, size_t len, int prot) override { return views_.Protect(addr, len, prot); }
+  int ProtectViews(void* addr, size_t len, int prot, int pkey) override {
+    return views_.Protect(addr, len, prot, pkey);
+  }
   void PrepareKernelStores(void* addr, size_t len) override { views_.Unprotect(addr, len); }
   void SyncAllViews() override { views_.SyncAll(); }
   bool ViewsMeet(const void* addr, size_t len) override { return views_.Meets(addr, len); }
@@ -368,7 +373,8 @@ class VirtualEngine final : public Engine {
       MAPFS_RETURN_IF_ERROR(f->Truncate(0));
       if (!views->empty()) views->Truncated(0);
     }
-    return std::unique_ptr<OverlayFile>(new VirtualFile(fd, std::move(f), std::move(views), &views_));
+    return std::unique_ptr<OverlayFile>(
+        new VirtualFile(fd, std::move(f), std::move(views), &views_, (flags & O_ACCMODE) == O_RDWR));
   }
 
   static Result<bool> IsVirtualizedAny(int fd) {

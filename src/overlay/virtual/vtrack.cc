@@ -28,10 +28,13 @@ size_t Page() {
   return p;
 }
 
-// The kernel's mprotect, not the shim's wrapper (which takes locks and
-// routes views back here): async-signal-safe. 0 or an errno.
-int RawProtect(void* p, size_t len, int prot) {
-  return syscall(SYS_mprotect, p, len, prot) == 0 ? 0 : errno;
+// The kernel's mprotect (pkey_mprotect with a key), not the shim's wrapper
+// (which takes locks and routes views back here): async-signal-safe. 0 or
+// an errno. mprotect keeps a range's key, so only the application's
+// pkey_mprotect passes one.
+int RawProtect(void* p, size_t len, int prot, int pkey = -1) {
+  long r = pkey == -1 ? syscall(SYS_mprotect, p, len, prot) : syscall(SYS_pkey_mprotect, p, len, prot, pkey);
+  return r == 0 ? 0 : errno;
 }
 
 void CpuRelax() {
@@ -361,8 +364,8 @@ void Track::Unprotect(size_t first, size_t last) {
   }
 }
 
-int Track::Protect(size_t first, size_t last, int prot) {
-  if (!Mine()) return RawProtect(base_ + first * Page(), (last - first) * Page(), prot);
+int Track::Protect(size_t first, size_t last, int prot, int pkey) {
+  if (!Mine()) return RawProtect(base_ + first * Page(), (last - first) * Page(), prot, pkey);
   Slot& s = slots[slot_];
   std::atomic<uint8_t>* st = s.pages.load();
   last = std::min(last, s.npages.load());
@@ -379,7 +382,7 @@ int Track::Protect(size_t first, size_t last, int prot) {
     bool dirty = whole || (st[p].load() & kDirty);
     size_t q = p + 1;
     while (q < last && (whole || static_cast<bool>(st[q].load() & kDirty) == dirty)) q++;
-    int e = RawProtect(base_ + p * Page(), (q - p) * Page(), dirty ? prot : prot & ~PROT_WRITE);
+    int e = RawProtect(base_ + p * Page(), (q - p) * Page(), dirty ? prot : prot & ~PROT_WRITE, pkey);
     if (first_err == 0) first_err = e;
     p = q;
   }

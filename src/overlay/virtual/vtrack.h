@@ -75,8 +75,9 @@ class Track {
   // them): never served again.
   void Forget(size_t first, size_t last);
   // The application's mprotect of pages [first, last): records `prot` and
-  // applies it (minus PROT_WRITE on clean pages). 0 or an errno.
-  int Protect(size_t first, size_t last, int prot);
+  // applies it (minus PROT_WRITE on clean pages), with protection key
+  // `pkey` unless -1 (pkey_mprotect). 0 or an errno.
+  int Protect(size_t first, size_t last, int prot, int pkey = -1);
   // Pages [first, last) that the application may store to: marked dirty
   // and given its prot now, for a store the kernel makes (read(2) into the
   // map: a kernel copy into a write-protected page fails with EFAULT, it

@@ -35,9 +35,12 @@ size_t TrackFrom() {
 // 4.0 s with this bound, the same as never releasing).
 constexpr size_t kZeroByHand = 64 * 1024;
 
-// The kernel's mprotect and madvise, not the shim's wrappers (which route
-// views back here). 0 or an errno.
-int RawProtect(void* p, size_t len, int prot) { return syscall(SYS_mprotect, p, len, prot) == 0 ? 0 : errno; }
+// The kernel's mprotect (pkey_mprotect with a key) and madvise, not the
+// shim's wrappers (which route views back here). 0 or an errno.
+int RawProtect(void* p, size_t len, int prot, int pkey = -1) {
+  long r = pkey == -1 ? syscall(SYS_mprotect, p, len, prot) : syscall(SYS_pkey_mprotect, p, len, prot, pkey);
+  return r == 0 ? 0 : errno;
+}
 int RawAdvise(void* p, size_t len, int advice) { return syscall(SYS_madvise, p, len, advice) == 0 ? 0 : errno; }
 
 // Fills dst with content [off, off+len): zeros past the end. `filled`:
@@ -173,12 +176,12 @@ void ViewList::Unprotect(View& v, size_t from, size_t to) {
   if (v.track != nullptr) v.track->Unprotect(v.tpage + from / Page(), v.tpage + to / Page());
 }
 
-int ViewList::Protect(View& v, size_t from, size_t to, int prot) {
+int ViewList::Protect(View& v, size_t from, size_t to, int prot, int pkey) {
   std::lock_guard<std::mutex> g(mu_);  // no write-back between its clear and its protect meanwhile
   if (!HoldsLocked(v) || to > v.len) return 0;  // being unmapped by another thread
-  if (v.track != nullptr) return v.track->Protect(v.tpage + from / Page(), v.tpage + to / Page(), prot);
+  if (v.track != nullptr) return v.track->Protect(v.tpage + from / Page(), v.tpage + to / Page(), prot, pkey);
   if (prot & PROT_WRITE) v.writable = true;  // untracked: compared whole from now on
-  return RawProtect(v.addr + from, to - from, prot);
+  return RawProtect(v.addr + from, to - from, prot, pkey);
 }
 
 void ViewList::Add(std::shared_ptr<View> v) {
@@ -194,7 +197,7 @@ void ViewList::Remove(const View* v) {
 }
 
 Result<void*> ViewRegistry::Map(const std::shared_ptr<VFile>& f, const std::shared_ptr<ViewList>& list,
-                                void* addr, size_t len, int prot, int flags, uint64_t off) {
+                                void* addr, size_t len, int prot, int flags, uint64_t off, bool may_write) {
   if (len == 0 || off % Page() != 0) return Status::Error(EINVAL, "mmap: bad length or offset");
   size_t L = RoundUp(len);
   int type = flags & MAP_TYPE;
@@ -221,6 +224,7 @@ Result<void*> ViewRegistry::Map(const std::shared_ptr<VFile>& f, const std::shar
   v->off = off;
   v->f = f;
   v->epoch = ForkEpoch();
+  v->may_write = may_write;
   Status s = Status::Ok();
   if (ftruncate(mfd, static_cast<off_t>(L)) != 0) s = Status::FromErrno("ftruncate");
   if (s.ok()) {
@@ -286,10 +290,15 @@ Status ViewRegistry::Sync(void* addr, size_t len) {
   return first;
 }
 
-int ViewRegistry::Protect(void* addr, size_t len, int prot) {
+int ViewRegistry::Protect(void* addr, size_t len, int prot, int pkey) {
   uintptr_t lo = reinterpret_cast<uintptr_t>(addr), hi = lo + RoundUp(len);
   if (lo % Page() != 0) return EINVAL;
   std::vector<Hit> hits = Hits(lo, hi);
+  // The kernel refuses write access to a shared map of a description not
+  // open for writing before it changes anything.
+  if (prot & PROT_WRITE)
+    for (auto& h : hits)
+      if (!h.e.view->may_write) return EACCES;
   // In address order: what lies between views as the kernel would, the
   // views' pages through their lists. The first error is returned (the
   // kernel too may have changed part of the range when it fails).
@@ -297,16 +306,16 @@ int ViewRegistry::Protect(void* addr, size_t len, int prot) {
   uintptr_t cur = lo;
   for (auto& h : hits) {
     if (h.a > cur) {
-      int e = RawProtect(reinterpret_cast<void*>(cur), h.a - cur, prot);
+      int e = RawProtect(reinterpret_cast<void*>(cur), h.a - cur, prot, pkey);
       if (first == 0) first = e;
     }
     uintptr_t base = reinterpret_cast<uintptr_t>(h.e.view->addr);
-    int e = h.e.list->Protect(*h.e.view, h.a - base, h.b - base, prot);
+    int e = h.e.list->Protect(*h.e.view, h.a - base, h.b - base, prot, pkey);
     if (first == 0) first = e;
     cur = h.b;
   }
   if (cur < hi) {
-    int e = RawProtect(reinterpret_cast<void*>(cur), hi - cur, prot);
+    int e = RawProtect(reinterpret_cast<void*>(cur), hi - cur, prot, pkey);
     if (first == 0) first = e;
   }
   return first;

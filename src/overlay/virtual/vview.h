@@ -75,6 +75,11 @@ struct View {
   std::shared_ptr<Track> track;
   size_t tpage = 0;
   bool writable = false;
+  // Whether the description it was mapped through was open for reading and
+  // writing: only then may the application's mprotect add PROT_WRITE (the
+  // kernel's rule; the view itself is a map of the engine's own memory,
+  // which the kernel would let anyone make writable).
+  bool may_write = false;
   uint64_t epoch = 0;
   // Bytes of the view from which alias and twin are known to be all zeros
   // (fresh memory past the content at map time, or a truncate), raised by
@@ -99,7 +104,7 @@ class ViewList {
   void Truncated(uint64_t size);
   // The application's mprotect of v's bytes [from, to) (page multiples).
   // 0 or an errno.
-  int Protect(View& v, size_t from, size_t to, int prot);
+  int Protect(View& v, size_t from, size_t to, int prot, int pkey = -1);
   // v's bytes [from, to) are about to be stored to by the kernel.
   void Unprotect(View& v, size_t from, size_t to);
   void Add(std::shared_ptr<View> v);
@@ -117,17 +122,19 @@ class ViewList {
 class ViewRegistry {
  public:
   bool empty() const { return n_.load(std::memory_order_acquire) == 0; }
-  // mmap of `f`'s content [off, off+len): see above. `list` is the file's.
+  // mmap of `f`'s content [off, off+len): see above. `list` is the file's;
+  // `may_write`: mapped through a description open O_RDWR (View::may_write).
   Result<void*> Map(const std::shared_ptr<VFile>& f, const std::shared_ptr<ViewList>& list, void* addr,
-                    size_t len, int prot, int flags, uint64_t off);
+                    size_t len, int prot, int flags, uint64_t off, bool may_write);
   // Views meeting [addr, addr+len): written back, then forgotten (unmap) or
   // just written back (sync). The kernel unmaps the application's range.
   Status Unmap(void* addr, size_t len);
   Status Sync(void* addr, size_t len);
   // The application's mprotect of [addr, addr+len), which meets views: the
   // views' pages through their lists, the rest as the kernel would. 0 or
-  // an errno.
-  int Protect(void* addr, size_t len, int prot);
+  // an errno; EACCES, with nothing changed, when PROT_WRITE is asked of a
+  // view whose description was not open for writing (View::may_write).
+  int Protect(void* addr, size_t len, int prot, int pkey = -1);
   // The kernel is about to store into [addr, addr+len) (read(2) into a
   // map): its clean pages are made writable (and dirty) first, since a
   // kernel copy into a write-protected page fails with EFAULT.
