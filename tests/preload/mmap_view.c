@@ -84,6 +84,17 @@ static void store_faults(const char* dir) {
    * description; PROT_READ again is fine. */
   errno = 0;
   CHECK(mprotect(p, kSize, PROT_READ | PROT_WRITE) == -1 && errno == EACCES, "mprotect PROT_WRITE");
+  /* pkey_mprotect alike, with no key and with one (where the machine has
+   * protection keys): the key does not open a way around the rule. */
+  errno = 0;
+  CHECK(pkey_mprotect(p, kSize, PROT_READ | PROT_WRITE, -1) == -1 && errno == EACCES, "pkey_mprotect PROT_WRITE");
+  int key = pkey_alloc(0, 0);
+  if (key >= 0) {
+    errno = 0;
+    CHECK(pkey_mprotect(p, kSize, PROT_READ | PROT_WRITE, key) == -1 && errno == EACCES,
+          "pkey_mprotect PROT_WRITE with key %d", key);
+    pkey_free(key);
+  }
   CHECK(mprotect(p, kSize, PROT_READ) == 0, "mprotect PROT_READ");
   CHECK(munmap(p, kSize) == 0, "munmap");
   close(fd);
