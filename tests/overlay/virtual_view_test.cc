@@ -351,6 +351,47 @@ TEST_F(VirtualView, ApplicationMprotectToReadOnlyAndBack) {
   ASSERT_EQ(::munmap(p, content.size()), 0);
 }
 
+// Write access is the description's: a shared map made through a read-only
+// description cannot be made writable (EACCES, as the kernel answers, and
+// nothing changed), one made through a read-write description can, and so
+// can what is left of it after a partial unmap. With a protection key the
+// pages get it and keep the tracking's protection.
+TEST_F(VirtualView, MprotectToWritableFollowsTheDescriptionsAccess) {
+  std::string content(3 * 4096, 'r');
+  {
+    auto w = Open("acc", O_RDWR | O_CREAT);
+    ASSERT_TRUE(w->Pwrite(content.data(), content.size(), 0).ok());
+  }
+  auto ro = Open("acc", O_RDONLY);
+  auto m = ro->Map(nullptr, content.size(), PROT_READ, MAP_SHARED, 0);
+  ASSERT_TRUE(m.ok());
+  char* p = static_cast<char*>(*m);
+  EXPECT_EQ(engine_->ProtectViews(p, content.size(), PROT_READ | PROT_WRITE), EACCES);
+  EXPECT_EQ(Perms(p), "r--s");
+  EXPECT_EQ(engine_->ProtectViews(p, content.size(), PROT_READ), 0);
+  ASSERT_TRUE(engine_->UnmapViews(p, content.size()).ok());
+  ASSERT_EQ(::munmap(p, content.size()), 0);
+
+  auto rw = Open("acc", O_RDWR);
+  m = rw->Map(nullptr, content.size(), PROT_READ | PROT_WRITE, MAP_SHARED, 0);
+  ASSERT_TRUE(m.ok());
+  p = static_cast<char*>(*m);
+  ASSERT_TRUE(engine_->UnmapViews(p, 4096).ok());  // the first page goes: the rest is a view of its own
+  ASSERT_EQ(::munmap(p, 4096), 0);
+  ASSERT_EQ(engine_->ProtectViews(p + 4096, 2 * 4096, PROT_READ), 0);
+  ASSERT_EQ(engine_->ProtectViews(p + 4096, 2 * 4096, PROT_READ | PROT_WRITE), 0);
+  int key = pkey_alloc(0, 0);
+  if (key >= 0) {
+    ASSERT_EQ(engine_->ProtectViews(p + 4096, 2 * 4096, PROT_READ | PROT_WRITE, key), 0);
+    EXPECT_EQ(Perms(p + 4096), "r--s");  // clean: still write-protected, now with the key
+  }
+  p[4096 + 3] = 'W';  // tracked as before
+  EXPECT_EQ(Read(*rw, 4096 + 3, 1), "W");
+  ASSERT_TRUE(engine_->UnmapViews(p + 4096, 2 * 4096).ok());
+  ASSERT_EQ(::munmap(p + 4096, 2 * 4096), 0);
+  if (key >= 0) pkey_free(key);
+}
+
 TEST_F(VirtualView, StoresRacingReadsOfOtherThreadsAreNeverLost) {
   // Each thread stores a counter into its own bytes of the same pages and
   // reads it back through the file (read-your-writes), while the others'

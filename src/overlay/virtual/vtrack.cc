@@ -15,6 +15,12 @@
 #include "vm/fault.h"
 
 namespace mapfs::overlay::vrt {
+
+int RawProtect(void* p, size_t len, int prot, int pkey) {
+  long r = pkey == -1 ? syscall(SYS_mprotect, p, len, prot) : syscall(SYS_pkey_mprotect, p, len, prot, pkey);
+  return r == 0 ? 0 : errno;
+}
+
 namespace {
 
 // The page state byte: the application's prot (PROT_READ | PROT_WRITE |
@@ -26,15 +32,6 @@ constexpr uint8_t kDirty = 0x20;
 size_t Page() {
   static const size_t p = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   return p;
-}
-
-// The kernel's mprotect (pkey_mprotect with a key), not the shim's wrapper
-// (which takes locks and routes views back here): async-signal-safe. 0 or
-// an errno. mprotect keeps a range's key, so only the application's
-// pkey_mprotect passes one.
-int RawProtect(void* p, size_t len, int prot, int pkey = -1) {
-  long r = pkey == -1 ? syscall(SYS_mprotect, p, len, prot) : syscall(SYS_pkey_mprotect, p, len, prot, pkey);
-  return r == 0 ? 0 : errno;
 }
 
 void CpuRelax() {

@@ -97,4 +97,10 @@ class Track {
 // before the last fork is compared whole.
 uint64_t ForkEpoch();
 
+// The kernel's mprotect (pkey_mprotect with a key other than -1), not the
+// shim's wrapper (which takes locks and routes views back here): async-
+// signal-safe. 0 or an errno. mprotect keeps a range's key, so only the
+// application's pkey_mprotect passes one.
+int RawProtect(void* p, size_t len, int prot, int pkey = -1);
+
 }  // namespace mapfs::overlay::vrt

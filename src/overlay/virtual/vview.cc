@@ -35,12 +35,8 @@ size_t TrackFrom() {
 // 4.0 s with this bound, the same as never releasing).
 constexpr size_t kZeroByHand = 64 * 1024;
 
-// The kernel's mprotect (pkey_mprotect with a key) and madvise, not the
-// shim's wrappers (which route views back here). 0 or an errno.
-int RawProtect(void* p, size_t len, int prot, int pkey = -1) {
-  long r = pkey == -1 ? syscall(SYS_mprotect, p, len, prot) : syscall(SYS_pkey_mprotect, p, len, prot, pkey);
-  return r == 0 ? 0 : errno;
-}
+// The kernel's madvise, not the shim's wrapper (which routes views back
+// here). 0 or an errno.
 int RawAdvise(void* p, size_t len, int advice) { return syscall(SYS_madvise, p, len, advice) == 0 ? 0 : errno; }
 
 // Fills dst with content [off, off+len): zeros past the end. `filled`:
@@ -365,6 +361,7 @@ Status ViewRegistry::Unmap(void* addr, size_t len) {
       right->track = v.track;
       right->tpage = v.tpage + cut_hi / Page();
       right->writable = v.writable;
+      right->may_write = v.may_write;
       right->epoch = v.epoch;
       right->zero_from = v.zero_from > cut_hi ? v.zero_from - cut_hi : 0;
       e.list->Add(right);
