@@ -206,3 +206,27 @@ MAPFS_EXPORT int fileno_unlocked(FILE* f) {
   int fd = g_streams ? StreamFd(f) : -1;
   return fd >= 0 ? fd : REAL(fileno_unlocked)(f);
 }
+
+// fread of a stream the kernel serves may read into the buffer directly
+// (a read larger than the stream's own buffer), from inside the C library
+// where the shim's read does not see it: a clean page of a virtualized
+// file's map there would fail it with EFAULT (OvBeforeKernelStores).
+MAPFS_EXPORT size_t fread(void* ptr, size_t size, size_t n, FILE* f) {
+  if (OvHasViews() && size != 0 && n <= SIZE_MAX / size) OvBeforeKernelStores(ptr, size * n);
+  return REAL(fread)(ptr, size, n, f);
+}
+MAPFS_EXPORT size_t fread_unlocked(void* ptr, size_t size, size_t n, FILE* f) {
+  if (OvHasViews() && size != 0 && n <= SIZE_MAX / size) OvBeforeKernelStores(ptr, size * n);
+  return REAL(fread_unlocked)(ptr, size, n, f);
+}
+// The fortified forms keep their check: more than the buffer holds is
+// _FORTIFY_SOURCE's overflow, which ends the program.
+extern "C" [[noreturn]] void __chk_fail(void);
+MAPFS_EXPORT size_t __fread_chk(void* ptr, size_t ptrlen, size_t size, size_t n, FILE* f) {
+  if (size != 0 && n > ptrlen / size) __chk_fail();
+  return fread(ptr, size, n, f);
+}
+MAPFS_EXPORT size_t __fread_unlocked_chk(void* ptr, size_t ptrlen, size_t size, size_t n, FILE* f) {
+  if (size != 0 && n > ptrlen / size) __chk_fail();
+  return fread_unlocked(ptr, size, n, f);
+}

@@ -104,6 +104,14 @@ s1.send(b"RCV1"); s1.send(b"RCV2"); s1.send(b"RCV3")
 say("recv-into-map", s2.recv_into(memoryview(m)[4100:4104]), s2.recvfrom_into(memoryview(m)[8200:8204])[0],
     s2.recvmsg_into([memoryview(m)[8300:8304]])[0], os.pread(fd, 4, 4100), os.pread(fd, 4, 8200), os.pread(fd, 4, 8300))
 s1.close(); s2.close()
+libc.fdopen.restype = ctypes.c_void_p                   # fread: its read(2) is inside the C library
+libc.fread.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_void_p)
+libc.fclose.argtypes = (ctypes.c_void_p,)
+r, w = os.pipe(); os.write(w, b"F" * 8192); os.close(w)
+stream = libc.fdopen(r, b"rb")
+cbuf = ctypes.c_char.from_buffer(m, 12288 - 8192 - 100); dst = ctypes.addressof(cbuf); del cbuf
+say("fread-into-map", libc.fread(dst, 1, 8192, stream), os.pread(fd, 3, 12288 - 8192 - 100))
+libc.fclose(stream)
 del buf; m.close(); os.close(fd)
 
 # A map placed with MAP_FIXED over a shared map replaces it: the new
