@@ -4,6 +4,8 @@
 # BUILD_TARGETS="t..." builds only those targets (default: everything), e.g.
 # threads_tests for .ci/run's TSan step with CTEST_ARGS="-L threads": a test
 # whose binary was not built then fails (TARGET_NOT_BUILT), never passes.
+# BUILD_ONLY=1 configures and builds, and runs no test (.ci/run builds the
+# next step's tree while this step's tests run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -19,4 +21,5 @@ fi
 cmake -S . -B "$dir" -G Ninja "${args[@]}" >/dev/null
 # shellcheck disable=SC2086  # BUILD_TARGETS is a list of target names
 cmake --build "$dir" ${BUILD_TARGETS:+--target $BUILD_TARGETS}
+if [ "${BUILD_ONLY:-}" = 1 ]; then exit 0; fi
 ctest --test-dir "$dir" --output-on-failure -j "$(nproc)" ${CTEST_ARGS:-}

@@ -14,6 +14,8 @@
 # $FUZZ_BUILD/artifacts/crash-*; replay it with
 #   $FUZZ_BUILD/bin/pool_fuzz $FUZZ_BUILD/artifacts/crash-...
 # Exit status: 0 when the fuzzer found nothing.
+# FUZZ_BUILD_ONLY=1 builds the fuzzer and runs nothing (.ci/run builds it
+# while other tests run).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 secs=${1:-60}
@@ -23,6 +25,7 @@ command -v clang++ >/dev/null || { echo "run.sh: clang++ not found (apt-get inst
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
   -DCMAKE_CXX_COMPILER=clang++ -DMAPFS_FUZZ=ON -DMAPFS_SANITIZE=address,undefined -DMAPFS_WERROR=OFF >/dev/null
 cmake --build "$build" -j "${FUZZ_JOBS:-2}" --target pool_fuzz
+if [ "${FUZZ_BUILD_ONLY:-}" = 1 ]; then exit 0; fi
 bin="$build/bin/pool_fuzz"
 mkdir -p "$build/seeds" "$build/corpus" "$build/artifacts"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:handle_segv=1:allow_user_segv_handler=1}
