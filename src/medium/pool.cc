@@ -608,7 +608,14 @@ void Pool::DeferWriteBack(const void* addr) {
   // Why the quick check is safe: the caller's store is a locked RMW, seen by
   // all before this load; if the load still finds the line here, whoever
   // takes it out later (exchange, then write-back) writes back that store.
-  if (slot.load(std::memory_order_relaxed) == line) return;
+  if (slot.load(std::memory_order_relaxed) == line && !ending_.load(std::memory_order_relaxed)) return;
+  if (ending_.load(std::memory_order_relaxed)) {
+    // Marked idle or handing off: the mount may end without another
+    // WriteBackDeferred (a thread still finishing a call at exit), and no
+    // recovery would follow an idle end, so the line goes back now.
+    Flush(base_ + (line & ~uint64_t{1}), 64);
+    return;
+  }
   uint64_t old = slot.exchange(line);
   if (old != 0 && old != line) Flush(base_ + (old & ~uint64_t{1}), 64);
 }
@@ -624,6 +631,7 @@ void Pool::WriteBackDeferred() {
 
 void Pool::MarkIdleExit(bool on) {
   if (closed_ || shared_ == nullptr || mount_slot_ < 0 || owner_pid_ != ::getpid()) return;
+  ending_.store(on);
   if (on) WriteBackDeferred();
   const int64_t pid = ::getpid();
   shared_->mounts[mount_slot_].pid.store(on ? -pid : pid);
@@ -631,6 +639,7 @@ void Pool::MarkIdleExit(bool on) {
 
 void Pool::MarkHandoffExit(uint64_t n, bool on) {
   if (closed_ || shared_ == nullptr || mount_slot_ < 0 || owner_pid_ != ::getpid()) return;
+  ending_.store(on);
   if (on) WriteBackDeferred();
   const int64_t pid = ::getpid();
   MountEntry& e = shared_->mounts[mount_slot_];

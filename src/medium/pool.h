@@ -251,6 +251,8 @@ class Pool {
   // hash. A slot that already names the line is not stored to again.
   static constexpr int kDeferredLines = 64;
   std::atomic<uint64_t> deferred_[kDeferredLines] = {};
+  // Set while marked for an idle or hand-off end: lines are not deferred.
+  std::atomic<bool> ending_{false};
 };
 
 // RAII for Pool::Lock.

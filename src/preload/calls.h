@@ -62,4 +62,12 @@ long AioCancel(unsigned long ctx, iocb* cb, io_event* result);
 // Releases the process's POSIX locks on a file when one of its descriptors closes.
 void ReleaseProcessLocks(uint64_t ino);
 
+// The fortified (_FORTIFY_SOURCE) forms of the wrapped calls keep the C
+// library's check: a request larger than the buffer the compiler knows of
+// is an overflow, which ends the program (__chk_fail), before any I/O.
+extern "C" [[noreturn]] void __chk_fail(void);
+inline void FortifyCheck(bool overflow) {
+  if (overflow) __chk_fail();
+}
+
 }  // namespace mapfs::preload

@@ -268,7 +268,10 @@ MAPFS_EXPORT ssize_t read(int fd, void* buf, size_t n) {
   if (OvRef o = OverlayFd(fd)) return OvRead(*o, fd, buf, n, -1);
   return KernelStores([&] { OvBeforeKernelStores(buf, n); }, [&] { return REAL(read)(fd, buf, n); });
 }
-MAPFS_EXPORT ssize_t __read_chk(int fd, void* buf, size_t n, size_t) { return read(fd, buf, n); }
+MAPFS_EXPORT ssize_t __read_chk(int fd, void* buf, size_t n, size_t buflen) {
+  FortifyCheck(n > buflen);
+  return read(fd, buf, n);
+}
 MAPFS_EXPORT ssize_t write(int fd, const void* buf, size_t n) {
   if (DescRef d = MapfsFd(fd)) return WriteAt(*d, fd, buf, n, -1);
   if (OvRef o = OverlayFd(fd)) return OvWrite(*o, fd, buf, n, -1);
@@ -280,8 +283,14 @@ MAPFS_EXPORT ssize_t pread(int fd, void* buf, size_t n, off_t off) {
   return KernelStores([&] { OvBeforeKernelStores(buf, n); }, [&] { return REAL(pread)(fd, buf, n, off); });
 }
 MAPFS_EXPORT ssize_t pread64(int fd, void* buf, size_t n, off_t off) { return pread(fd, buf, n, off); }
-MAPFS_EXPORT ssize_t __pread_chk(int fd, void* buf, size_t n, off_t off, size_t) { return pread(fd, buf, n, off); }
-MAPFS_EXPORT ssize_t __pread64_chk(int fd, void* buf, size_t n, off_t off, size_t) { return pread(fd, buf, n, off); }
+MAPFS_EXPORT ssize_t __pread_chk(int fd, void* buf, size_t n, off_t off, size_t buflen) {
+  FortifyCheck(n > buflen);
+  return pread(fd, buf, n, off);
+}
+MAPFS_EXPORT ssize_t __pread64_chk(int fd, void* buf, size_t n, off_t off, size_t buflen) {
+  FortifyCheck(n > buflen);
+  return pread(fd, buf, n, off);
+}
 MAPFS_EXPORT ssize_t pwrite(int fd, const void* buf, size_t n, off_t off) {
   if (DescRef d = MapfsFd(fd)) return off < 0 ? FailErrno(EINVAL) : WriteAt(*d, fd, buf, n, off);
   if (OvRef o = OverlayFd(fd)) return off < 0 ? FailErrno(EINVAL) : OvWrite(*o, fd, buf, n, off);

@@ -117,7 +117,7 @@ int OvProtectViews(void* addr, size_t len, int prot, int pkey = -1);
 // protected page fails with EFAULT). One load when there are no maps.
 void OvBeforeKernelStores(void* buf, size_t n);
 void OvBeforeKernelStores(const struct iovec* iov, int cnt);
-// A call whose kernel stores into the program's buffers (read, recv...):
+// A call whose kernel stores into the program's buffers (the read family):
 // prepare() makes their pages in the engine's maps writable first
 // (OvBeforeKernelStores). A write-back on another thread may protect a page
 // again between that and the call, which then fails with EFAULT (a kernel

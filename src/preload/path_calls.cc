@@ -390,8 +390,12 @@ MAPFS_EXPORT ssize_t readlink(const char* path, char* buf, size_t size) {
   if (!r.mapfs) return REAL(readlink)(r.Kernel(path), buf, size);
   return readlinkat(AT_FDCWD, path, buf, size);
 }
-MAPFS_EXPORT ssize_t __readlink_chk(const char* path, char* buf, size_t size, size_t) { return readlink(path, buf, size); }
-MAPFS_EXPORT ssize_t __readlinkat_chk(int dirfd, const char* path, char* buf, size_t size, size_t) {
+MAPFS_EXPORT ssize_t __readlink_chk(const char* path, char* buf, size_t size, size_t buflen) {
+  FortifyCheck(size > buflen);
+  return readlink(path, buf, size);
+}
+MAPFS_EXPORT ssize_t __readlinkat_chk(int dirfd, const char* path, char* buf, size_t size, size_t buflen) {
+  FortifyCheck(size > buflen);
   return readlinkat(dirfd, path, buf, size);
 }
 
@@ -644,7 +648,10 @@ MAPFS_EXPORT char* getcwd(char* buf, size_t size) {
   std::memcpy(buf, p.c_str(), p.size() + 1);
   return buf;
 }
-MAPFS_EXPORT char* __getcwd_chk(char* buf, size_t size, size_t) { return getcwd(buf, size); }
+MAPFS_EXPORT char* __getcwd_chk(char* buf, size_t size, size_t buflen) {
+  FortifyCheck(size > buflen);
+  return getcwd(buf, size);
+}
 MAPFS_EXPORT char* get_current_dir_name(void) {
   if (in_core || !Shim::Get().CwdIsMapfs()) return REAL(get_current_dir_name)();
   return getcwd(nullptr, 0);
@@ -713,5 +720,8 @@ MAPFS_EXPORT char* realpath(const char* path, char* out) {
   std::memcpy(out, done.c_str(), done.size() + 1);
   return out;
 }
-MAPFS_EXPORT char* __realpath_chk(const char* path, char* out, size_t) { return realpath(path, out); }
+MAPFS_EXPORT char* __realpath_chk(const char* path, char* out, size_t outlen) {
+  FortifyCheck(outlen < PATH_MAX);
+  return realpath(path, out);
+}
 MAPFS_EXPORT char* canonicalize_file_name(const char* path) { return realpath(path, nullptr); }

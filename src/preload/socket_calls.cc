@@ -21,6 +21,7 @@
 #include <fcntl.h>
 #include <stddef.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -154,25 +155,46 @@ MAPFS_EXPORT int connect(int fd, const sockaddr* addr, socklen_t len) {
 }
 
 // Receives store into the program's buffers from the kernel: pages of a
-// virtualized file's maps there are made writable first (as read's).
+// virtualized file's maps there are made writable first (as read's), for
+// every buffer the kernel writes — the data, and the address, its length,
+// the control data and the msghdr itself, written after the data left the
+// queue. Prepared once, not retried after EFAULT as read is: a datagram
+// whose copy faulted is gone, and a retry would take the next one.
 MAPFS_EXPORT ssize_t recv(int fd, void* buf, size_t n, int flags) {
-  return KernelStores([&] { OvBeforeKernelStores(buf, n); }, [&] { return REAL(recv)(fd, buf, n, flags); });
+  OvBeforeKernelStores(buf, n);
+  return REAL(recv)(fd, buf, n, flags);
 }
-MAPFS_EXPORT ssize_t __recv_chk(int fd, void* buf, size_t n, size_t, int flags) { return recv(fd, buf, n, flags); }
+MAPFS_EXPORT ssize_t __recv_chk(int fd, void* buf, size_t n, size_t buflen, int flags) {
+  FortifyCheck(n > buflen);
+  return recv(fd, buf, n, flags);
+}
 MAPFS_EXPORT ssize_t recvfrom(int fd, void* buf, size_t n, int flags, sockaddr* addr, socklen_t* len) {
-  return KernelStores([&] { OvBeforeKernelStores(buf, n); },
-                      [&] { return REAL(recvfrom)(fd, buf, n, flags, addr, len); });
+  if (OvHasViews()) {
+    OvBeforeKernelStores(buf, n);
+    OvBeforeKernelStores(addr, addr != nullptr ? sizeof(sockaddr_storage) : 0);
+    OvBeforeKernelStores(len, len != nullptr ? sizeof(socklen_t) : 0);
+  }
+  return REAL(recvfrom)(fd, buf, n, flags, addr, len);
 }
-MAPFS_EXPORT ssize_t __recvfrom_chk(int fd, void* buf, size_t n, size_t, int flags, sockaddr* addr, socklen_t* len) {
+MAPFS_EXPORT ssize_t __recvfrom_chk(int fd, void* buf, size_t n, size_t buflen, int flags, sockaddr* addr,
+                                    socklen_t* len) {
+  FortifyCheck(n > buflen);
   return recvfrom(fd, buf, n, flags, addr, len);
 }
 MAPFS_EXPORT ssize_t recvmsg(int fd, msghdr* msg, int flags) {
-  return KernelStores(
-      [&] {
-        if (msg != nullptr && msg->msg_iovlen <= static_cast<size_t>(INT32_MAX))
-          OvBeforeKernelStores(msg->msg_iov, static_cast<int>(msg->msg_iovlen));
-      },
-      [&] { return REAL(recvmsg)(fd, msg, flags); });
+  if (OvHasViews() && msg != nullptr) {
+    // The header is the program's and may be bad (the kernel then answers
+    // EFAULT): read with process_vm_readv, never dereferenced here.
+    msghdr h{};
+    struct iovec local{&h, sizeof h}, remote{msg, sizeof h};
+    if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == static_cast<ssize_t>(sizeof h)) {
+      OvBeforeKernelStores(msg, sizeof h);
+      OvBeforeKernelStores(h.msg_name, h.msg_name != nullptr ? h.msg_namelen : 0);
+      OvBeforeKernelStores(h.msg_control, h.msg_control != nullptr ? h.msg_controllen : 0);
+      if (h.msg_iovlen <= static_cast<size_t>(INT32_MAX)) OvBeforeKernelStores(h.msg_iov, static_cast<int>(h.msg_iovlen));
+    }
+  }
+  return REAL(recvmsg)(fd, msg, flags);
 }
 
 MAPFS_EXPORT ssize_t sendto(int fd, const void* buf, size_t n, int flags, const sockaddr* addr, socklen_t len) {

@@ -219,14 +219,11 @@ MAPFS_EXPORT size_t fread_unlocked(void* ptr, size_t size, size_t n, FILE* f) {
   if (OvHasViews() && size != 0 && n <= SIZE_MAX / size) OvBeforeKernelStores(ptr, size * n);
   return REAL(fread_unlocked)(ptr, size, n, f);
 }
-// The fortified forms keep their check: more than the buffer holds is
-// _FORTIFY_SOURCE's overflow, which ends the program.
-extern "C" [[noreturn]] void __chk_fail(void);
 MAPFS_EXPORT size_t __fread_chk(void* ptr, size_t ptrlen, size_t size, size_t n, FILE* f) {
-  if (size != 0 && n > ptrlen / size) __chk_fail();
+  FortifyCheck(size != 0 && n > ptrlen / size);
   return fread(ptr, size, n, f);
 }
 MAPFS_EXPORT size_t __fread_unlocked_chk(void* ptr, size_t ptrlen, size_t size, size_t n, FILE* f) {
-  if (size != 0 && n > ptrlen / size) __chk_fail();
+  FortifyCheck(size != 0 && n > ptrlen / size);
   return fread_unlocked(ptr, size, n, f);
 }

@@ -103,6 +103,8 @@ s1, s2 = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM); s2.settimeout(10)
 s1.send(b"RCV1"); s1.send(b"RCV2"); s1.send(b"RCV3")
 say("recv-into-map", s2.recv_into(memoryview(m)[4100:4104]), s2.recvfrom_into(memoryview(m)[8200:8204])[0],
     s2.recvmsg_into([memoryview(m)[8300:8304]])[0], os.pread(fd, 4, 4100), os.pread(fd, 4, 8200), os.pread(fd, 4, 8300))
+libc.recvmsg.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_int)   # a bad header: EFAULT, not a crash
+r = libc.recvmsg(s2.fileno(), 8, 0); say("recvmsg-bad-header", r, ctypes.get_errno() if r < 0 else 0)
 s1.close(); s2.close()
 libc.fdopen.restype = ctypes.c_void_p                   # fread: its read(2) is inside the C library
 libc.fread.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_void_p)

@@ -226,6 +226,22 @@ TEST_F(VmBasic, AFreedPageIsDurablyFreeOnceThePoolIsClosed) {
   }
 }
 
+// Once the mount is marked to end idle (exec, _exit), a page another
+// thread frees on its way out is written back at once: no later write-back
+// of the deferred lines may come, and no recovery follows an idle end.
+TEST_F(VmBasic, AFreeAfterAnIdleMarkIsNotDeferred) {
+  uint64_t page = 0;
+  ASSERT_TRUE(vm().pages().AllocPages(1, &page).ok());
+  medium::Pool& pool = mount_->pool();
+  pool.MarkIdleExit(true);
+  WriteBacks wb(pool);
+  medium::SetTraceHook(&wb);
+  vm().pages().FreePages(page, 1, /*durable=*/false);
+  medium::SetTraceHook(nullptr);
+  pool.MarkIdleExit(false);
+  EXPECT_NE(wb.State(BitmapWord(pool, page)), 0) << "deferred past the idle mark";
+}
+
 // The pool remembers a bounded number of deferred lines: one pushed out by
 // another is written back there and then, not forgotten.
 TEST_F(VmBasic, ADeferredLinePushedOutIsWrittenBack) {
