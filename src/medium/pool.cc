@@ -605,10 +605,6 @@ bool Pool::MountAlive(int slot) const {
 void Pool::DeferWriteBack(const void* addr) {
   const uint64_t line = (offset_of(addr) & ~uint64_t{63}) | 1;
   std::atomic<uint64_t>& slot = deferred_[(line >> 6) % kDeferredLines];
-  // Why the quick check is safe: the caller's store is a locked RMW, seen by
-  // all before this load; if the load still finds the line here, whoever
-  // takes it out later (exchange, then write-back) writes back that store.
-  if (slot.load(std::memory_order_relaxed) == line && !ending_.load(std::memory_order_relaxed)) return;
   if (ending_.load(std::memory_order_relaxed)) {
     // Marked idle or handing off: the mount may end without another
     // WriteBackDeferred (a thread still finishing a call at exit), and no
@@ -616,6 +612,10 @@ void Pool::DeferWriteBack(const void* addr) {
     Flush(base_ + (line & ~uint64_t{1}), 64);
     return;
   }
+  // Why the quick check is safe: the caller's store is a locked RMW, seen by
+  // all before this load; if the load still finds the line here, whoever
+  // takes it out later (exchange, then write-back) writes back that store.
+  if (slot.load(std::memory_order_relaxed) == line) return;
   uint64_t old = slot.exchange(line);
   if (old != 0 && old != line) Flush(base_ + (old & ~uint64_t{1}), 64);
 }

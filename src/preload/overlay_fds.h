@@ -26,7 +26,6 @@
 #include <sys/uio.h>
 
 #include <atomic>
-#include <cerrno>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -117,20 +116,6 @@ int OvProtectViews(void* addr, size_t len, int prot, int pkey = -1);
 // protected page fails with EFAULT). One load when there are no maps.
 void OvBeforeKernelStores(void* buf, size_t n);
 void OvBeforeKernelStores(const struct iovec* iov, int cnt);
-// A call whose kernel stores into the program's buffers (the read family):
-// prepare() makes their pages in the engine's maps writable first
-// (OvBeforeKernelStores). A write-back on another thread may protect a page
-// again between that and the call, which then fails with EFAULT (a kernel
-// copy does not fault): prepared again and retried; a buffer that is really
-// bad gets its EFAULT all the same. Without views it is the plain call.
-template <typename Prepare, typename Call>
-ssize_t KernelStores(Prepare prepare, Call call) {
-  for (int tries = 0;; tries++) {
-    prepare();
-    ssize_t r = call();
-    if (r >= 0 || errno != EFAULT || tries == 3 || !OvHasViews()) return r;
-  }
-}
 
 // Descriptors of virtualized files reached by a process through the kernel
 // only: adopted again (overlay_inherit.cc). At load, for those inherited

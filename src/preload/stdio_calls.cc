@@ -211,12 +211,17 @@ MAPFS_EXPORT int fileno_unlocked(FILE* f) {
 // (a read larger than the stream's own buffer), from inside the C library
 // where the shim's read does not see it: a clean page of a virtualized
 // file's map there would fail it with EFAULT (OvBeforeKernelStores).
-MAPFS_EXPORT size_t fread(void* ptr, size_t size, size_t n, FILE* f) {
+namespace {
+void BeforeFread(void* ptr, size_t size, size_t n) {
   if (OvHasViews() && size != 0 && n <= SIZE_MAX / size) OvBeforeKernelStores(ptr, size * n);
+}
+}  // namespace
+MAPFS_EXPORT size_t fread(void* ptr, size_t size, size_t n, FILE* f) {
+  BeforeFread(ptr, size, n);
   return REAL(fread)(ptr, size, n, f);
 }
 MAPFS_EXPORT size_t fread_unlocked(void* ptr, size_t size, size_t n, FILE* f) {
-  if (OvHasViews() && size != 0 && n <= SIZE_MAX / size) OvBeforeKernelStores(ptr, size * n);
+  BeforeFread(ptr, size, n);
   return REAL(fread_unlocked)(ptr, size, n, f);
 }
 MAPFS_EXPORT size_t __fread_chk(void* ptr, size_t ptrlen, size_t size, size_t n, FILE* f) {

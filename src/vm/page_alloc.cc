@@ -41,7 +41,7 @@ PageAllocator::PageAllocator(medium::Pool* pool)
       words_(pool->header().bitmap_bytes / 8),
       first_data_page_(pool->header().meta_end / kPageSize) {}
 
-void PageAllocator::SetBits(uint64_t first, uint64_t n, bool used, bool fence) {
+void PageAllocator::SetBits(uint64_t first, uint64_t n, bool used, Durability d) {
   uint64_t p = first;
   uint64_t end = first + n;
   while (p < end) {
@@ -54,10 +54,12 @@ void PageAllocator::SetBits(uint64_t first, uint64_t n, bool used, bool fence) {
     else
       Ref(word(w)).fetch_and(~mask);
     medium::TraceStore(word(w), 8);
+    if (d == Durability::kDefer) pool_->DeferWriteBack(word(w));
     p += cnt;
   }
+  if (d == Durability::kDefer) return;
   medium::Flush(word(first / 64), ((end - 1) / 64 - first / 64 + 1) * 8);
-  if (fence) medium::Fence();
+  if (d == Durability::kFence) medium::Fence();
 }
 
 Result<uint64_t> PageAllocator::AllocChunk() {
@@ -151,7 +153,7 @@ Status PageAllocator::AllocPages(uint64_t n, uint64_t* out, bool durable) {
         if (!Ref(word(w)).compare_exchange_weak(v, v | mask)) continue;  // v reloaded
         if (v == 0 && !Backable(pool_->base() + w * 64 * kPageSize, 64 * kPageSize)) {
           Ref(word(w)).fetch_and(~mask);
-          for (uint64_t i = 0; i < got; i++) SetBits(out[i] / kPageSize, 1, false, false);
+          for (uint64_t i = 0; i < got; i++) SetBits(out[i] / kPageSize, 1, false, Durability::kFlush);
           medium::Fence();
           return Status::Error(ENOSPC, "the pool's backing file system is full");
         }
@@ -165,7 +167,7 @@ Status PageAllocator::AllocPages(uint64_t n, uint64_t* out, bool durable) {
     }
   }
   if (got < n) {
-    for (uint64_t i = 0; i < got; i++) SetBits(out[i] / kPageSize, 1, false, false);
+    for (uint64_t i = 0; i < got; i++) SetBits(out[i] / kPageSize, 1, false, Durability::kFlush);
     medium::Fence();
     return Status::Error(ENOSPC, "pool is full: not enough free pages");
   }
@@ -184,20 +186,9 @@ void PageAllocator::Discard(uint64_t off, uint64_t len) {
 void PageAllocator::ZeroFresh(uint64_t off, uint64_t len) { Discard(off, len); }
 
 void PageAllocator::FreePages(uint64_t off, uint64_t npages, bool durable) {
-  if (durable) {
-    SetBits(off / kPageSize, npages, false);
-  } else {
-    // Cleared but not written back now: lost at a crash, the pages only
-    // leak until recovery (the pool writes the lines back later).
-    for (uint64_t p = off / kPageSize, end = p + npages; p < end;) {
-      uint64_t w = p / 64, lo = p % 64, cnt = std::min<uint64_t>(64 - lo, end - p);
-      uint64_t mask = cnt == 64 ? ~uint64_t{0} : ((uint64_t{1} << cnt) - 1) << lo;
-      Ref(word(w)).fetch_and(~mask);
-      medium::TraceStore(word(w), 8);
-      pool_->DeferWriteBack(word(w));
-      p += cnt;
-    }
-  }
+  // Not durable: cleared but not written back now; lost at a crash, the
+  // pages only leak until recovery (the pool writes the lines back later).
+  SetBits(off / kPageSize, npages, false, durable ? Durability::kFence : Durability::kDefer);
   // First fit: the next chunk allocation starts at the lowest chunk that may
   // now be free, so freed (resident) chunks are reused before untouched
   // ones, which the kernel would first have to allocate and zero.

@@ -78,7 +78,11 @@ class PageAllocator {
 
  private:
   uint64_t* word(uint64_t i) const { return bitmap_ + i; }
-  void SetBits(uint64_t first_page, uint64_t n, bool used, bool fence = true);
+  // How SetBits makes its words durable: written back and fenced, written
+  // back only (the caller fences), or left to the pool (DeferWriteBack:
+  // only for clears, whose loss is a leak).
+  enum class Durability { kFence, kFlush, kDefer };
+  void SetBits(uint64_t first_page, uint64_t n, bool used, Durability d = Durability::kFence);
 
   medium::Pool* pool_;
   uint64_t* bitmap_;
