@@ -10,7 +10,7 @@
 // build this program once and run it with LD_LIBRARY_PATH pointing at each
 // library in turn, interleaved (scripts/meta_cpu_compare.sh does that).
 //
-//   meta_cpu [--files N] [--runs R] [--dir-sizes A,B] [--pool DIR]
+//   meta_cpu [--files N] [--runs R] [--dir-sizes A,B] [--pool DIR] [--page 4k|2m]
 //
 // Phase "meta" (N files in one directory, each op over all N in a shuffled
 // order): create (open O_CREAT|O_EXCL + close), open (existing, O_RDONLY,
@@ -138,12 +138,22 @@ int main(int argc, char** argv) {
   int runs = 3;
   std::vector<uint64_t> dir_sizes;
   std::string where = "/dev/shm";
+  uint64_t page = 4096;  // --page 2m: a pool of 2 MiB pages (needs a huge=always tmpfs)
   for (int i = 1; i < argc; i++) {
     std::string a = argv[i];
     const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
     if (a == "--files" && v) files = std::strtoull(argv[++i], nullptr, 10);
     else if (a == "--runs" && v) runs = std::atoi(argv[++i]);
     else if (a == "--pool" && v) where = argv[++i];
+    else if (a == "--page" && v) {
+      std::string p = argv[++i];
+      if (p == "4k" || p == "4K") page = 4096;
+      else if (p == "2m" || p == "2M") page = 2ull << 20;
+      else {
+        std::fprintf(stderr, "meta_cpu: --page takes 4k or 2m\n");
+        return 2;
+      }
+    }
     else if (a == "--dir-sizes" && v) {
       for (char* s = argv[++i]; *s;) {
         dir_sizes.push_back(std::strtoull(s, &s, 10));
@@ -151,7 +161,7 @@ int main(int argc, char** argv) {
         else if (*s) break;
       }
     } else {
-      std::fprintf(stderr, "usage: meta_cpu [--files N] [--runs R] [--dir-sizes A,B] [--pool DIR]\n");
+      std::fprintf(stderr, "usage: meta_cpu [--files N] [--runs R] [--dir-sizes A,B] [--pool DIR] [--page 4k|2m]\n");
       return 2;
     }
   }
@@ -161,7 +171,7 @@ int main(int argc, char** argv) {
   std::string pool = where + "/mapfs-meta-cpu-" + std::to_string(::getpid()) + ".pool";
   struct mapfs_mkfs_options mk {};
   mk.size = std::max<uint64_t>(biggest * 2 * 4096 + (512ull << 20), 1ull << 30);
-  mk.page_size = 4096;
+  mk.page_size = page;
   mk.mode = MAPFS_MODE_SYNC;
   if (mapfs_mkfs(pool.c_str(), &mk) != 0) Die("mkfs", pool);
   mapfs_t* fs = mapfs_mount(pool.c_str(), nullptr);
