@@ -110,6 +110,29 @@ int PeerAddr(const Route& r, sockaddr_un* out, socklen_t* len) {
   return ShadowAddr(f, st.st_ino, out, len) ? 0 : -1;
 }
 
+// Before a receive: the buffers the kernel writes for `n` message headers
+// laid out `stride` bytes apart from `first` (recvmsg: one; recvmmsg: the
+// vector, whose entries also take msg_len) are made writable where they lie
+// in tracked maps: each header itself, the address, the control data and
+// the data vector. The headers are the program's and may be bad (the kernel
+// then answers EFAULT): they are read with process_vm_readv, never
+// dereferenced here, and no more of them than the kernel takes.
+void PrepareReceive(msghdr* first, unsigned int n, size_t stride) {
+  constexpr unsigned int kMaxVector = 1024;  // UIO_MAXIOV: recvmmsg clamps vlen to it
+  n = std::min(n, kMaxVector);
+  auto* base = reinterpret_cast<char*>(first);
+  for (unsigned int i = 0; i < n; i++) {
+    auto* where = reinterpret_cast<msghdr*>(base + size_t{i} * stride);
+    msghdr h{};
+    struct iovec local{&h, sizeof h}, remote{where, sizeof h};
+    if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != static_cast<ssize_t>(sizeof h)) return;
+    OvBeforeKernelStores(where, stride);
+    OvBeforeKernelStores(h.msg_name, h.msg_name != nullptr ? h.msg_namelen : 0);
+    OvBeforeKernelStores(h.msg_control, h.msg_control != nullptr ? h.msg_controllen : 0);
+    if (h.msg_iovlen <= static_cast<size_t>(INT32_MAX)) OvBeforeKernelStores(h.msg_iov, static_cast<int>(h.msg_iovlen));
+  }
+}
+
 }  // namespace
 }  // namespace mapfs::preload
 
@@ -182,19 +205,13 @@ MAPFS_EXPORT ssize_t __recvfrom_chk(int fd, void* buf, size_t n, size_t buflen, 
   return recvfrom(fd, buf, n, flags, addr, len);
 }
 MAPFS_EXPORT ssize_t recvmsg(int fd, msghdr* msg, int flags) {
-  if (OvHasViews() && msg != nullptr) {
-    // The header is the program's and may be bad (the kernel then answers
-    // EFAULT): read with process_vm_readv, never dereferenced here.
-    msghdr h{};
-    struct iovec local{&h, sizeof h}, remote{msg, sizeof h};
-    if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == static_cast<ssize_t>(sizeof h)) {
-      OvBeforeKernelStores(msg, sizeof h);
-      OvBeforeKernelStores(h.msg_name, h.msg_name != nullptr ? h.msg_namelen : 0);
-      OvBeforeKernelStores(h.msg_control, h.msg_control != nullptr ? h.msg_controllen : 0);
-      if (h.msg_iovlen <= static_cast<size_t>(INT32_MAX)) OvBeforeKernelStores(h.msg_iov, static_cast<int>(h.msg_iovlen));
-    }
-  }
+  if (OvHasViews() && msg != nullptr) PrepareReceive(msg, 1, sizeof *msg);
   return REAL(recvmsg)(fd, msg, flags);
+}
+// The same for every message of the vector, and each entry's msg_len.
+MAPFS_EXPORT int recvmmsg(int fd, mmsghdr* vec, unsigned int vlen, int flags, struct timespec* timeout) {
+  if (OvHasViews() && vec != nullptr) PrepareReceive(&vec->msg_hdr, vlen, sizeof *vec);
+  return REAL(recvmmsg)(fd, vec, vlen, flags, timeout);
 }
 
 MAPFS_EXPORT ssize_t sendto(int fd, const void* buf, size_t n, int flags, const sockaddr* addr, socklen_t len) {

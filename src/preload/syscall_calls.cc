@@ -123,6 +123,7 @@ std::optional<long> Forward(long n, const Args& x) {
     case SYS_pread64: return pread(x.fd(0), x.buf(1), x.z(2), x.a[3]);
     case SYS_recvfrom: return recvfrom(x.fd(0), x.buf(1), x.z(2), x.fd(3), x.p<sockaddr>(4), x.p<socklen_t>(5));
     case SYS_recvmsg: return recvmsg(x.fd(0), x.p<msghdr>(1), x.fd(2));
+    case SYS_recvmmsg: return recvmmsg(x.fd(0), x.p<mmsghdr>(1), x.u(2), x.fd(3), x.p<struct timespec>(4));
     case SYS_pwrite64: return pwrite(x.fd(0), x.s(1), x.z(2), x.a[3]);
     // On LP64 the raw vector calls' offset is pos_l; pos_h is 0.
     case SYS_readv: return readv(x.fd(0), x.p<const iovec>(1), x.fd(2));

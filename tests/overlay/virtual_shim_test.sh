@@ -105,6 +105,30 @@ say("recv-into-map", s2.recv_into(memoryview(m)[4100:4104]), s2.recvfrom_into(me
     s2.recvmsg_into([memoryview(m)[8300:8304]])[0], os.pread(fd, 4, 4100), os.pread(fd, 4, 8200), os.pread(fd, 4, 8300))
 libc.recvmsg.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_int)   # a bad header: EFAULT, not a crash
 r = libc.recvmsg(s2.fileno(), 8, 0); say("recvmsg-bad-header", r, ctypes.get_errno() if r < 0 else 0)
+# recvmmsg: two datagrams into clean pages (written back first), the
+# vector itself in the map too (the kernel stores each entry's msg_len).
+class Iov(ctypes.Structure): _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+class Hdr(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_void_p), ("namelen", ctypes.c_uint32), ("iov", ctypes.c_void_p),
+                ("iovlen", ctypes.c_size_t), ("control", ctypes.c_void_p), ("controllen", ctypes.c_size_t),
+                ("flags", ctypes.c_int)]
+class Mmsg(ctypes.Structure): _fields_ = [("hdr", Hdr), ("len", ctypes.c_uint)]
+iovs = (Iov * 2)((addr + 4200, 4), (addr + 8400, 4))
+m.flush()
+vec = (Mmsg * 2).from_buffer(m, 64)
+for i in range(2): vec[i].hdr.iov = ctypes.addressof(iovs[i]); vec[i].hdr.iovlen = 1
+m.flush()
+s1.send(b"MM-1"); s1.send(b"MM-2")
+libc.recvmmsg.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_uint, ctypes.c_int, ctypes.c_void_p)
+r = libc.recvmmsg(s2.fileno(), ctypes.addressof(vec), 2, 0, None)
+say("recvmmsg-into-map", r, ctypes.get_errno() if r < 0 else 0, vec[0].len, vec[1].len,
+    os.pread(fd, 4, 4200), os.pread(fd, 4, 8400))
+m.flush(); s1.send(b"SY-1"); s1.send(b"SY-2")                 # the raw system call (299: recvmmsg)
+libc.syscall.restype = ctypes.c_long
+r = libc.syscall(ctypes.c_long(299), ctypes.c_long(s2.fileno()), ctypes.c_void_p(ctypes.addressof(vec)),
+                 ctypes.c_long(2), ctypes.c_long(0), ctypes.c_void_p(None))
+say("syscall-recvmmsg-into-map", r, ctypes.get_errno() if r < 0 else 0, os.pread(fd, 4, 4200), os.pread(fd, 4, 8400))
+del vec; m[64:64 + 2 * ctypes.sizeof(Mmsg)] = b"." * (2 * ctypes.sizeof(Mmsg))  # its pointers differ by run
 s1.close(); s2.close()
 libc.fdopen.restype = ctypes.c_void_p                   # fread: its read(2) is inside the C library
 libc.fread.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_void_p)
