@@ -21,17 +21,19 @@
 #include <cstring>
 #include <ctime>
 
+#include "common/raw_syscall.h"
+
 namespace mapfs::fs {
 namespace {
 
 void FutexWake(std::atomic<uint32_t>* w) {
   // Shared (not private): the follower is another process.
-  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(w), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+  RawSyscall(SYS_futex, reinterpret_cast<long>(w), FUTEX_WAKE, INT_MAX);
 }
 
 void FutexWait(std::atomic<uint32_t>* w, uint32_t val, int timeout_ms) {
   struct timespec ts{timeout_ms / 1000, static_cast<long>(timeout_ms % 1000) * 1000000};
-  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(w), FUTEX_WAIT, val, &ts, nullptr, 0);
+  RawSyscall(SYS_futex, reinterpret_cast<long>(w), FUTEX_WAIT, val, reinterpret_cast<long>(&ts));
 }
 
 }  // namespace

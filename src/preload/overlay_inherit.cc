@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "common/raw_syscall.h"
 #include "preload/calls.h"
 #include "preload/overlay_fds.h"
 
@@ -63,7 +64,7 @@ void OverlayAdoptInherited() {
   std::vector<int> fds;
   alignas(8) char buf[4096];
   for (;;) {
-    long n = syscall(SYS_getdents64, dir, buf, sizeof buf);
+    long n = RawSyscall(SYS_getdents64, dir, reinterpret_cast<long>(buf), sizeof buf);
     if (n <= 0) break;
     for (long at = 0; at < n;) {
       auto* d = reinterpret_cast<struct dirent64*>(buf + at);

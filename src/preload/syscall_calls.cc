@@ -41,6 +41,7 @@
 #include "common/process.h"
 #include "fs/cred.h"
 #include "preload/calls.h"
+#include "preload/overlay_fds.h"
 #include "vm/fault.h"
 
 using namespace mapfs::preload;  // NOLINT: wrapper files only
@@ -316,9 +317,15 @@ MAPFS_EXPORT long syscall(long n, ...) {
   Args x;
   for (long& v : x.a) v = va_arg(ap, long);
   va_end(ap);
-  if (!in_core && Shim::Get().enabled()) {
-    if (std::optional<long> r = Forward(n, x)) return *r;
-    if (const char* name = Refused(n, x)) return Refuse(n, name);
+  // The overlay alone (no pool) forwards too: a raw read of a virtualized
+  // file must give its content, not its layout, as the C library's does.
+  if (!in_core) {
+    bool pool = Shim::Get().enabled();
+    if (pool || OverlayConfigured()) {
+      if (std::optional<long> r = Forward(n, x)) return *r;
+      if (pool)
+        if (const char* name = Refused(n, x)) return Refuse(n, name);
+    }
   }
   long r = REAL(syscall)(n, x.a[0], x.a[1], x.a[2], x.a[3], x.a[4], x.a[5]);
   if (ChangesIds(n)) {

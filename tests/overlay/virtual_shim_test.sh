@@ -28,6 +28,19 @@ def say(*a): out.append(" ".join(str(x) for x in a))
 with open("w", "wb") as f: f.write(b"abc" * 5000)
 fd = os.open("w", os.O_WRONLY); os.pwrite(fd, b"XYZ", 10); os.close(fd)
 say("stat", os.stat("w").st_size, os.path.getsize("w"))
+# Raw system calls by number (syscall(3)) act on the content as the C
+# library's calls do: 0 read, 1 write, 17 pread64, 8 lseek, 5 fstat.
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+L = ctypes.c_long
+fd = os.open("w", os.O_RDWR); b = ctypes.create_string_buffer(16)
+say("raw-pread", libc.syscall(L(17), L(fd), b, L(8), L(9)), b.raw[:8])
+say("raw-write", libc.syscall(L(1), L(fd), b"RAW!", L(4)), libc.syscall(L(8), L(fd), L(0), L(1)))
+say("raw-read", libc.syscall(L(0), L(fd), b, L(6)), b.raw[:6], os.pread(fd, 8, 0))
+st = ctypes.create_string_buffer(144)
+say("raw-fstat", libc.syscall(L(5), L(fd), st, L(0)), int.from_bytes(st.raw[48:56], "little"))  # st_size
+os.close(fd)
 r = os.open("w", os.O_RDONLY)                        # open elsewhere, then emptied
 pid = os.fork()
 if pid == 0:
@@ -128,6 +141,10 @@ libc.syscall.restype = ctypes.c_long
 r = libc.syscall(ctypes.c_long(299), ctypes.c_long(s2.fileno()), ctypes.c_void_p(ctypes.addressof(vec)),
                  ctypes.c_long(2), ctypes.c_long(0), ctypes.c_void_p(None))
 say("syscall-recvmmsg-into-map", r, ctypes.get_errno() if r < 0 else 0, os.pread(fd, 4, 4200), os.pread(fd, 4, 8400))
+m.flush(); libc.stat.argtypes = (ctypes.c_char_p, ctypes.c_void_p)   # stat into a clean page of the map
+say("stat-into-map", libc.stat(b"in", ctypes.c_void_p(ctypes.addressof(vec) + 4096)),
+    int.from_bytes(m[64 + 4096 + 48:64 + 4096 + 56], "little"))
+m[64 + 4096:64 + 4096 + 144] = b"." * 144                       # inode numbers and times differ by run
 del vec; m[64:64 + 2 * ctypes.sizeof(Mmsg)] = b"." * (2 * ctypes.sizeof(Mmsg))  # its pointers differ by run
 s1.close(); s2.close()
 libc.fdopen.restype = ctypes.c_void_p                   # fread: its read(2) is inside the C library

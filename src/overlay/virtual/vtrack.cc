@@ -12,12 +12,14 @@
 #include <mutex>
 #include <new>
 
+#include "common/raw_syscall.h"
 #include "vm/fault.h"
 
 namespace mapfs::overlay::vrt {
 
 int RawProtect(void* p, size_t len, int prot, int pkey) {
-  long r = pkey == -1 ? syscall(SYS_mprotect, p, len, prot) : syscall(SYS_pkey_mprotect, p, len, prot, pkey);
+  long r = pkey == -1 ? RawSyscall(SYS_mprotect, reinterpret_cast<long>(p), static_cast<long>(len), prot)
+                       : RawSyscall(SYS_pkey_mprotect, reinterpret_cast<long>(p), static_cast<long>(len), prot, pkey);
   return r == 0 ? 0 : errno;
 }
 

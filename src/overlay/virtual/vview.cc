@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/raw_syscall.h"
+
 namespace mapfs::overlay::vrt {
 namespace {
 
@@ -37,7 +39,9 @@ constexpr size_t kZeroByHand = 64 * 1024;
 
 // The kernel's madvise, not the shim's wrapper (which routes views back
 // here). 0 or an errno.
-int RawAdvise(void* p, size_t len, int advice) { return syscall(SYS_madvise, p, len, advice) == 0 ? 0 : errno; }
+int RawAdvise(void* p, size_t len, int advice) {
+  return RawSyscall(SYS_madvise, reinterpret_cast<long>(p), static_cast<long>(len), advice) == 0 ? 0 : errno;
+}
 
 // Fills dst with content [off, off+len): zeros past the end. `filled`:
 // the bytes read (the rest is fresh memory: zeros).
