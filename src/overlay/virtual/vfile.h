@@ -132,10 +132,14 @@ class VFile {
   // limbo at once. Only for callers that hold no block they looked up
   // under that pin (WriteOnce allocates before it looks anything up):
   // otherwise the GC could hand such a block out again while they read it.
+  // `extends`: the blocks are for content past the end (the file grows in
+  // larger steps for it: Grow).
   Status Alloc(uint32_t n, uint32_t* runs_phys, uint32_t* runs_len, uint32_t* nruns, uint32_t max_runs,
-               Pin* repin = nullptr);
+               Pin* repin = nullptr, bool extends = false);
   void Free(uint32_t phys, uint32_t n);
-  Status Grow();
+  // Grows the file by fallocate: by its data region's size for content
+  // past the end (`extends`), else by an eighth of it; 64 KiB to 128 MiB.
+  Status Grow(bool extends);
   Status GcLocked();
   bool TryGcLock();
   void GcUnlock();

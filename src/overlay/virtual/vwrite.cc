@@ -116,12 +116,16 @@ Result<size_t> VFile::WriteOnce(const char* buf, size_t n, uint64_t off, const u
   const bool head_partial = head_len != 0, tail_partial = tail_off != 0;
   Alloced a;
   // Allocation comes first, before any lookup: Alloc may advance the pin.
-  MAPFS_RETURN_IF_ERROR(Alloc(nb, a.phys, a.len, &a.nruns, kMaxRuns, pin));
+  // A write starting at or past the end is new content (the file grows
+  // for it in larger steps); a racing writer may make that stale, which
+  // only changes a growth step.
+  const bool extends = off >= size_.load(std::memory_order_relaxed);
+  MAPFS_RETURN_IF_ERROR(Alloc(nb, a.phys, a.len, &a.nruns, kMaxRuns, pin, extends));
   const bool inline_entry = a.nruns == 1 && !tail_partial;
   uint32_t rec = 0;
   if (!inline_entry) {
     uint32_t rl = 0, rn = 0;
-    Status st = Alloc(1, &rec, &rl, &rn, 1, pin);
+    Status st = Alloc(1, &rec, &rl, &rn, 1, pin, extends);
     if (!st.ok()) {
       for (uint32_t r = 0; r < a.nruns; r++) Free(a.phys[r], a.len[r]);
       return st;
