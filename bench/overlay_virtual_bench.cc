@@ -13,9 +13,11 @@
 // engines in posix mode and through the kernel, interleaved, N runs (default
 // 15); prints the median CPU time per overwrite of the runs after the first
 // (this thread's clock: load does not stretch it), open and close included.
-// mapfs-virtual-bench DIR --suite [--runs N]: the suite's `append` and `rw`
-// rows as `mapfs bench overlay` runs them (posix mode, 16 MiB), without the
-// rest of the suite: per run and target, unlink + create + 4096 sequential
+// mapfs-virtual-bench DIR --suite [--runs N] [--only kernel|split|virtual]:
+// the suite's `append` and `rw` workloads (posix mode, 16 MiB), without the
+// rest of the suite, --only for a profile of one target. Unlike the suite
+// (which repeats each workload back to back), each run does all three, so
+// an append's unlink removes a rewritten file: per run and target, unlink + create + 4096 sequential
 // 4 KiB writes + close (append), one sequential rewrite in ten writes (sw),
 // then open + 4096 random overwrites + close (rw); kernel, split and virtual
 // interleaved; median CPU us per 4 KiB op of all runs (the process's clock:
