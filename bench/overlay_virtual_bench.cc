@@ -13,6 +13,15 @@
 // engines in posix mode and through the kernel, interleaved, N runs (default
 // 15); prints the median CPU time per overwrite of the runs after the first
 // (this thread's clock: load does not stretch it), open and close included.
+// mapfs-virtual-bench DIR --suite [--runs N] [--only kernel|split|virtual]:
+// the suite's `append` and `rw` workloads (posix mode, 16 MiB), without the
+// rest of the suite, --only for a profile of one target. Unlike the suite
+// (which repeats each workload back to back), each run does all three, so
+// an append's unlink removes a rewritten file: per run and target, unlink + create + 4096 sequential
+// 4 KiB writes + close (append), one sequential rewrite in ten writes (sw),
+// then open + 4096 random overwrites + close (rw); kernel, split and virtual
+// interleaved; median CPU us per 4 KiB op of all runs (the process's clock:
+// engine threads included), the file's growth included as in the suite.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -162,22 +171,121 @@ int EngineLoop(const std::string& dir, int runs) {
   return 0;
 }
 
+// The suite's append and rw (--suite): see the header comment.
+int SuiteLoop(const std::string& dir, int runs, const std::string& only) {
+  const uint64_t size = 16 << 20;
+  std::vector<char> buf(size / 10, 'x');
+  std::mt19937_64 rng(42);
+  std::vector<uint64_t> offs(size / 4096);
+  for (auto& x : offs) x = (rng() % (size / 4096)) * 4096;
+  const std::string root = dir + "/mapfs-vbench-suite";
+  (void)!std::system(("rm -rf '" + root + "'").c_str());
+  mkdir(root.c_str(), 0755);
+  struct Target {
+    std::string name, path;
+    std::unique_ptr<Engine> e;  // null: the kernel
+    std::vector<double> app, rw;
+  };
+  std::vector<Target> ts;
+  mkdir((root + "/kernel").c_str(), 0755);
+  ts.push_back({"kernel", root + "/kernel/f", nullptr, {}, {}});
+  for (auto [kind, name] : {std::pair{EngineKind::kSplit, "split"}, {EngineKind::kVirtual, "virtual"}}) {
+    std::string d = root + "/" + name;
+    mkdir(d.c_str(), 0755);
+    auto e = OpenOverlay(Options{d, kind, Mode::kPosix});
+    if (!e.ok()) Die("overlay", e.status());
+    ts.push_back({name, d + "/f", std::move(*e), {}, {}});
+  }
+  auto cpu = [] {
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e9 + ts.tv_nsec;
+  };
+  // One workload on one target: `fn` gets the file (null for the kernel) and
+  // the kernel descriptor.
+  auto run = [](Target& t, int flags, auto&& fn) {
+    int fd = open(t.path.c_str(), flags | O_CLOEXEC, 0644);
+    if (fd < 0) Die("open", Status::FromErrno("open"));
+    if (!t.e) {
+      fn(nullptr, fd);
+      close(fd);
+      return;
+    }
+    auto f = t.e->Adopt(fd, flags);
+    if (!f.ok()) Die("adopt", f.status());
+    fn(f->get(), fd);
+    if (Status s = (*f)->Close(); !s.ok()) Die("close", s);
+  };
+  if (!only.empty())
+    ts.erase(std::remove_if(ts.begin(), ts.end(), [&](const Target& t) { return t.name != only; }), ts.end());
+  for (int r = 0; r < runs; r++)
+    for (Target& t : ts) {
+      double c0 = cpu();
+      unlink(t.path.c_str());
+      run(t, O_RDWR | O_CREAT | O_TRUNC, [&](OverlayFile* f, int fd) {
+        for (uint64_t o = 0; o < size; o += 4096) {
+          if (!f) {
+            (void)!write(fd, buf.data(), 4096);
+          } else if (auto w = f->Pwrite(buf.data(), 4096, o); !w.ok()) {
+            Die("append", w.status());
+          }
+        }
+      });
+      t.app.push_back((cpu() - c0) / offs.size() / 1000);
+      run(t, O_RDWR, [&](OverlayFile* f, int fd) {
+        for (int i = 0; i < 10; i++) {
+          if (!f) {
+            (void)!pwrite(fd, buf.data(), buf.size(), i * buf.size());
+          } else if (auto w = f->Pwrite(buf.data(), buf.size(), i * buf.size()); !w.ok()) {
+            Die("sw", w.status());
+          }
+        }
+      });
+      c0 = cpu();
+      run(t, O_RDWR, [&](OverlayFile* f, int fd) {
+        for (uint64_t o : offs) {
+          if (!f) {
+            (void)!pwrite(fd, buf.data(), 4096, static_cast<off_t>(o));
+          } else if (auto w = f->Pwrite(buf.data(), 4096, o); !w.ok()) {
+            Die("rw", w.status());
+          }
+        }
+      });
+      t.rw.push_back((cpu() - c0) / offs.size() / 1000);
+    }
+  std::printf("the suite's append and rw in %s (16 MiB file, 4 KiB ops, posix), process CPU us per op, %d runs:\n",
+              dir.c_str(), runs);
+  for (Target& t : ts)
+    for (auto* v : {&t.app, &t.rw}) {
+      std::sort(v->begin(), v->end());
+      std::printf("  %-8s %-6s median %6.3f  min %6.3f  max %6.3f\n", t.name.c_str(), v == &t.app ? "append" : "rw",
+                  (*v)[v->size() / 2], v->front(), v->back());
+    }
+  ts.clear();
+  (void)!std::system(("rm -rf '" + root + "'").c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string dir = "/dev/shm";
   uint64_t size_mib = 1024, ops = 100000;
-  bool engines = false;
+  bool engines = false, suite = false;
+  std::string only;  // --suite: one target only (for a profile)
   int runs = 15;
   for (int i = 1; i < argc; i++) {
     std::string a = argv[i];
     if (a == "--engines") engines = true;
+    else if (a == "--suite") suite = true;
+    else if (a == "--only" && i + 1 < argc) only = argv[++i];
     else if (a == "--runs" && i + 1 < argc) runs = std::max(2, std::atoi(argv[++i]));
     else if (a == "--size" && i + 1 < argc) size_mib = std::strtoull(argv[++i], nullptr, 10);
     else if (a == "--ops" && i + 1 < argc) ops = std::strtoull(argv[++i], nullptr, 10);
     else dir = a;
   }
   if (engines) return EngineLoop(dir, runs);
+  if (suite) return SuiteLoop(dir, runs, only);
   const uint64_t size = size_mib << 20;
   const std::string vpath = dir + "/mapfs-vbench.virt", ppath = dir + "/mapfs-vbench.plain",
                     apath = dir + "/mapfs-vbench.app", kpath = dir + "/mapfs-vbench.kapp";

@@ -27,8 +27,12 @@ class VirtualDamage : public ::testing::Test {
     ASSERT_TRUE(f.ok());
     std::string d(3 * 4096, 'q');
     // Checkpointed content, then entries still in the log: an inline one
-    // and an indirect one (unaligned end) after the last checkpoint.
+    // and an indirect one (unaligned end) after the last checkpoint. The
+    // first blocks are written twice, so that the checkpoint frees blocks
+    // for the last two writes: a write that found none would checkpoint
+    // again before growing the file (Alloc), leaving fewer entries.
     for (int i = 0; i < 10; i++) ASSERT_TRUE((*f)->Pwrite(d.data(), d.size(), uint64_t(i) * d.size()).ok());
+    ASSERT_TRUE((*f)->Pwrite(d.data(), d.size(), 0).ok());
     ASSERT_TRUE((*f)->Gc(true).ok());
     ASSERT_TRUE((*f)->Pwrite(d.data(), 4096, 8192).ok());
     ASSERT_TRUE((*f)->Pwrite(d.data(), 100, 50000).ok());

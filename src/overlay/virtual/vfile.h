@@ -103,6 +103,7 @@ class VFile {
   Result<uint32_t> PhysOf(uint64_t vblock);
 
  private:
+  class Pin;
   VFile() = default;
   Status Map(int fd, bool writable);
   pmem::MetaShared* shared() const { return reinterpret_cast<pmem::MetaShared*>(base_ + pmem::kSharedOffset); }
@@ -120,14 +121,25 @@ class VFile {
   Status CheckPhys(uint64_t phys, const char* what) const;
   // One commit: at most kMaxRunBlocks blocks. `expect_size` (append)
   // commits only if the size at the commit point is that value.
-  Result<size_t> WriteOnce(const char* buf, size_t n, uint64_t off, const uint64_t* expect_size);
+  Result<size_t> WriteOnce(const char* buf, size_t n, uint64_t off, const uint64_t* expect_size, Pin* pin);
   Status Commit(uint64_t entry, uint64_t* seq_out, const uint64_t* head, uint64_t head_v,
                 const uint64_t* tail, uint64_t tail_v, const uint64_t* expect_size, bool* retry_copy);
   Status Durable(bool before_commit);
   // Allocation from the bitmap (lock-free), growing the file by fallocate.
-  Status Alloc(uint32_t n, uint32_t* runs_phys, uint32_t* runs_len, uint32_t* nruns, uint32_t max_runs);
+  // With `repin` (the caller's pin), blocks the log since the checkpoint
+  // superseded are reused before the file grows: Alloc checkpoints (the
+  // GC) and moves the caller's pin to the new epoch so that they leave
+  // limbo at once. Only for callers that hold no block they looked up
+  // under that pin (WriteOnce allocates before it looks anything up):
+  // otherwise the GC could hand such a block out again while they read it.
+  // `extends`: the blocks are for content past the end (the file grows in
+  // larger steps for it: Grow).
+  Status Alloc(uint32_t n, uint32_t* runs_phys, uint32_t* runs_len, uint32_t* nruns, uint32_t max_runs,
+               Pin* repin = nullptr, bool extends = false);
   void Free(uint32_t phys, uint32_t n);
-  Status Grow();
+  // Grows the file by fallocate: by its data region's size for content
+  // past the end (`extends`), else by an eighth of it; 64 KiB to 128 MiB.
+  Status Grow(bool extends);
   Status GcLocked();
   bool TryGcLock();
   void GcUnlock();
@@ -143,6 +155,9 @@ class VFile {
     ~Pin();
     Pin(const Pin&) = delete;
     Pin& operator=(const Pin&) = delete;
+    // Moves the pin to the current epoch: the holder no longer relies on
+    // any block it looked up before (Alloc's contract above).
+    void Advance();
 
    private:
     VFile* f_;
@@ -151,7 +166,7 @@ class VFile {
   static constexpr size_t kPinSlots = 64;
   void Retire(std::vector<std::pair<uint32_t, uint32_t>>& blocks);
   void Reclaim(bool all);
-  Result<size_t> PwriteUnpinned(const void* buf, size_t n, uint64_t off);
+  Result<size_t> PwriteUnpinned(const void* buf, size_t n, uint64_t off, Pin* pin);
 
   // Makes sure this process's page tables map blocks [phys, phys+n)
   // writable (readable for a read-only handle): per 2 MiB chunk of the

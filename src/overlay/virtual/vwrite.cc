@@ -108,19 +108,24 @@ Status VFile::Commit(uint64_t entry, uint64_t* seq_out, const uint64_t* head, ui
   }
 }
 
-Result<size_t> VFile::WriteOnce(const char* buf, size_t n, uint64_t off, const uint64_t* expect_size) {
+Result<size_t> VFile::WriteOnce(const char* buf, size_t n, uint64_t off, const uint64_t* expect_size, Pin* pin) {
   const uint64_t b0 = off / kBlockSize, b1 = (off + n - 1) / kBlockSize;
   const uint32_t nb = static_cast<uint32_t>(b1 - b0 + 1);
   const size_t head_len = off % kBlockSize;                            // old bytes before
   const size_t tail_off = (off + n) % kBlockSize;                      // old bytes from here
   const bool head_partial = head_len != 0, tail_partial = tail_off != 0;
   Alloced a;
-  MAPFS_RETURN_IF_ERROR(Alloc(nb, a.phys, a.len, &a.nruns, kMaxRuns));
+  // Allocation comes first, before any lookup: Alloc may advance the pin.
+  // A write starting at or past the end is new content (the file grows
+  // for it in larger steps); a racing writer may make that stale, which
+  // only changes a growth step.
+  const bool extends = off >= size_.load(std::memory_order_relaxed);
+  MAPFS_RETURN_IF_ERROR(Alloc(nb, a.phys, a.len, &a.nruns, kMaxRuns, pin, extends));
   const bool inline_entry = a.nruns == 1 && !tail_partial;
   uint32_t rec = 0;
   if (!inline_entry) {
     uint32_t rl = 0, rn = 0;
-    Status st = Alloc(1, &rec, &rl, &rn, 1);
+    Status st = Alloc(1, &rec, &rl, &rn, 1, pin, extends);
     if (!st.ok()) {
       for (uint32_t r = 0; r < a.nruns; r++) Free(a.phys[r], a.len[r]);
       return st;
@@ -198,10 +203,10 @@ Result<size_t> VFile::WriteOnce(const char* buf, size_t n, uint64_t off, const u
 
 Result<size_t> VFile::Pwrite(const void* buf, size_t n, uint64_t off) {
   Pin pin(this);
-  return PwriteUnpinned(buf, n, off);
+  return PwriteUnpinned(buf, n, off, &pin);
 }
 
-Result<size_t> VFile::PwriteUnpinned(const void* buf, size_t n, uint64_t off) {
+Result<size_t> VFile::PwriteUnpinned(const void* buf, size_t n, uint64_t off, Pin* pin) {
   if (!writable_) return Status::Error(EBADF, "virtual: not open for writing");
   if (n == 0) return size_t{0};
   uint64_t max = uint64_t{hdr_.vblocks_max} * kBlockSize;
@@ -213,7 +218,7 @@ Result<size_t> VFile::PwriteUnpinned(const void* buf, size_t n, uint64_t off) {
     uint64_t pos = off + done;
     uint64_t limit = (pos / kBlockSize + kMaxRunBlocks) * kBlockSize;
     size_t chunk = static_cast<size_t>(std::min<uint64_t>(n - done, limit - pos));
-    auto r = WriteOnce(static_cast<const char*>(buf) + done, chunk, pos, nullptr);
+    auto r = WriteOnce(static_cast<const char*>(buf) + done, chunk, pos, nullptr, pin);
     if (!r.ok()) {
       if (done > 0) break;
       return r.status();
@@ -236,11 +241,11 @@ Result<uint64_t> VFile::Append(const void* buf, size_t n) {
     uint64_t limit = (off / kBlockSize + kMaxRunBlocks) * kBlockSize;
     size_t first = static_cast<size_t>(std::min<uint64_t>(n, limit - off));
     // The first commit lands only at the end it was computed for.
-    auto r = WriteOnce(static_cast<const char*>(buf), first, off, &off);
+    auto r = WriteOnce(static_cast<const char*>(buf), first, off, &off, &pin);
     if (!r.ok() && r.status().code() == kSizeMoved) continue;
     if (!r.ok()) return r.status();
     if (first < n) {
-      auto rest = PwriteUnpinned(static_cast<const char*>(buf) + first, n - first, off + first);
+      auto rest = PwriteUnpinned(static_cast<const char*>(buf) + first, n - first, off + first, &pin);
       if (!rest.ok()) return rest.status();
     }
     MAPFS_RETURN_IF_ERROR(Durable(false));
