@@ -45,21 +45,22 @@ int FailErrno(int code, const char* msg) {
   return -1;
 }
 
-// Closes the open file description when its last descriptor (or in-flight
-// call) lets go of it.
+// An open file description: its descriptors (and calls in flight) share
+// it, and it closes when the last of them lets go. The fs layer's OpenFile
+// lives inside it (FileSystem::OpenInto), so an open allocates once.
 struct Description {
-  Description(FileSystem* s, std::shared_ptr<OpenFile> o) : fs(s), f(std::move(o)) {}
+  explicit Description(FileSystem* s) : fs(s) {}
   Description(const Description&) = delete;
   Description& operator=(const Description&) = delete;
   // The last reference may go in any call, one that holds no rights too
   // (a ReadOnly call racing a mapfs_close): the close opens them itself.
   ~Description() {
-    if (!f) return;
+    if (file.ino == 0) return;  // never opened (a failed open)
     mapfs::medium::protection::Inside rights;
-    (void)fs->Close(*f);
+    (void)fs->Close(file);
   }
   FileSystem* fs;
-  std::shared_ptr<OpenFile> f;
+  OpenFile file;
 };
 using DescRef = std::shared_ptr<Description>;
 
@@ -227,9 +228,10 @@ int mapfs_open(mapfs_t* fs, const char* path, int flags, ...) {
   }
   if ((flags & __O_TMPFILE) == __O_TMPFILE) return FailErrno(EOPNOTSUPP, "O_TMPFILE is not supported");
   if (flags & O_CREAT) mode &= ~CurrentUmask();
-  auto f = fs->fs->Open(path, flags, mode);
-  if (!f.ok()) return Fail(f.status());
-  return fs->Install(std::make_shared<Description>(fs->fs.get(), std::move(*f)));
+  auto d = std::make_shared<Description>(fs->fs.get());
+  Status st = fs->fs->OpenInto(&d->file, path, flags, mode);
+  if (!st.ok()) return Fail(st);
+  return fs->Install(std::move(d));
 }
 
 int mapfs_creat(mapfs_t* fs, const char* path, mode_t mode) {
@@ -278,7 +280,7 @@ ssize_t mapfs_read(mapfs_t* fs, int fd, void* buf, size_t n) {
   MAPFS_ENTRY_READONLY;
   MAPFS_GET_FD(fs, fd, d);
   MAPFS_CHECK_BUF(buf, n);
-  auto r = fs->fs->Read(*d->f, buf, n);
+  auto r = fs->fs->Read(d->file, buf, n);
   return r.ok() ? static_cast<ssize_t>(*r) : Fail(r.status());
 }
 
@@ -286,7 +288,7 @@ ssize_t mapfs_write(mapfs_t* fs, int fd, const void* buf, size_t n) {
   MAPFS_ENTRY;
   MAPFS_GET_FD(fs, fd, d);
   MAPFS_CHECK_BUF(buf, n);
-  auto r = fs->fs->Write(*d->f, buf, n);
+  auto r = fs->fs->Write(d->file, buf, n);
   return r.ok() ? static_cast<ssize_t>(*r) : Fail(r.status());
 }
 
@@ -295,7 +297,7 @@ ssize_t mapfs_pread(mapfs_t* fs, int fd, void* buf, size_t n, off_t off) {
   MAPFS_GET_FD(fs, fd, d);
   MAPFS_CHECK_BUF(buf, n);
   if (off < 0) return FailErrno(EINVAL, "negative offset");
-  auto r = fs->fs->Read(*d->f, buf, n, off);
+  auto r = fs->fs->Read(d->file, buf, n, off);
   return r.ok() ? static_cast<ssize_t>(*r) : Fail(r.status());
 }
 
@@ -304,7 +306,7 @@ ssize_t mapfs_pwrite(mapfs_t* fs, int fd, const void* buf, size_t n, off_t off) 
   MAPFS_GET_FD(fs, fd, d);
   MAPFS_CHECK_BUF(buf, n);
   if (off < 0) return FailErrno(EINVAL, "negative offset");
-  auto r = fs->fs->Write(*d->f, buf, n, off);
+  auto r = fs->fs->Write(d->file, buf, n, off);
   return r.ok() ? static_cast<ssize_t>(*r) : Fail(r.status());
 }
 
@@ -313,7 +315,7 @@ ssize_t mapfs_pwrite_atomic(mapfs_t* fs, int fd, const void* buf, size_t n, off_
   MAPFS_GET_FD(fs, fd, d);
   MAPFS_CHECK_BUF(buf, n);
   if (off < 0) return FailErrno(EINVAL, "negative offset");
-  auto r = fs->fs->Write(*d->f, buf, n, off, static_cast<int>(mapfs::file::Mode::kStrict));
+  auto r = fs->fs->Write(d->file, buf, n, off, static_cast<int>(mapfs::file::Mode::kStrict));
   return r.ok() ? static_cast<ssize_t>(*r) : Fail(r.status());
 }
 
@@ -324,21 +326,21 @@ ssize_t mapfs_pwrite_atomic(mapfs_t* fs, int fd, const void* buf, size_t n, off_
 off_t mapfs_lseek(mapfs_t* fs, int fd, off_t off, int whence) {
   MAPFS_ENTRY_READONLY;
   MAPFS_GET_FD(fs, fd, d);
-  auto r = fs->fs->Seek(*d->f, off, whence);
+  auto r = fs->fs->Seek(d->file, off, whence);
   return r.ok() ? static_cast<off_t>(*r) : Fail(r.status());
 }
 
 int mapfs_fsync(mapfs_t* fs, int fd) {
   MAPFS_ENTRY;
   MAPFS_GET_FD(fs, fd, d);
-  return Ret(fs->fs->Fsync(*d->f));
+  return Ret(fs->fs->Fsync(d->file));
 }
 int mapfs_fdatasync(mapfs_t* fs, int fd) { return mapfs_fsync(fs, fd); }
 
 int mapfs_ftruncate(mapfs_t* fs, int fd, off_t size) {
   MAPFS_ENTRY;
   MAPFS_GET_FD(fs, fd, d);
-  return Ret(fs->fs->Ftruncate(*d->f, size));
+  return Ret(fs->fs->Ftruncate(d->file, size));
 }
 
 int mapfs_truncate(mapfs_t* fs, const char* path, off_t size) {
@@ -351,14 +353,14 @@ int mapfs_truncate(mapfs_t* fs, const char* path, off_t size) {
 int mapfs_fallocate(mapfs_t* fs, int fd, int mode, off_t off, off_t len) {
   MAPFS_ENTRY;
   MAPFS_GET_FD(fs, fd, d);
-  return Ret(fs->fs->Fallocate(*d->f, mode, off, len));
+  return Ret(fs->fs->Fallocate(d->file, mode, off, len));
 }
 
 int mapfs_fstat(mapfs_t* fs, int fd, struct stat* st) {
   MAPFS_ENTRY_READONLY;
   MAPFS_GET_FD(fs, fd, d);
   if (st == nullptr) return FailErrno(EFAULT, "null stat buffer");
-  return Ret(fs->fs->Fstat(*d->f, st));
+  return Ret(fs->fs->Fstat(d->file, st));
 }
 
 int mapfs_stat(mapfs_t* fs, const char* path, struct stat* st) {
@@ -442,7 +444,7 @@ int mapfs_chmod(mapfs_t* fs, const char* path, mode_t mode) {
 int mapfs_fchmod(mapfs_t* fs, int fd, mode_t mode) {
   MAPFS_ENTRY;
   MAPFS_GET_FD(fs, fd, d);
-  return Ret(fs->fs->Fchmod(*d->f, mode));
+  return Ret(fs->fs->Fchmod(d->file, mode));
 }
 int mapfs_chown(mapfs_t* fs, const char* path, uid_t uid, gid_t gid) {
   MAPFS_ENTRY;
@@ -457,7 +459,7 @@ int mapfs_lchown(mapfs_t* fs, const char* path, uid_t uid, gid_t gid) {
 int mapfs_fchown(mapfs_t* fs, int fd, uid_t uid, gid_t gid) {
   MAPFS_ENTRY;
   MAPFS_GET_FD(fs, fd, d);
-  return Ret(fs->fs->Fchown(*d->f, uid, gid));
+  return Ret(fs->fs->Fchown(d->file, uid, gid));
 }
 int mapfs_access(mapfs_t* fs, const char* path, int mode, int flags) {
   MAPFS_ENTRY;
@@ -481,7 +483,7 @@ int mapfs_lutimens(mapfs_t* fs, const char* path, const struct timespec ts[2]) {
 int mapfs_futimens(mapfs_t* fs, int fd, const struct timespec ts[2]) {
   MAPFS_ENTRY;
   MAPFS_GET_FD(fs, fd, d);
-  return Ret(fs->fs->Futimens(*d->f, ts));
+  return Ret(fs->fs->Futimens(d->file, ts));
 }
 
 mapfs_dir_t* mapfs_opendir(mapfs_t* fs, const char* path) {
@@ -490,9 +492,10 @@ mapfs_dir_t* mapfs_opendir(mapfs_t* fs, const char* path) {
     FailErrno(EINVAL, "null argument");
     return nullptr;
   }
-  auto f = fs->fs->Open(path, O_RDONLY | O_DIRECTORY, 0);
-  if (!f.ok()) {
-    Fail(f.status());
+  auto desc = std::make_shared<Description>(fs->fs.get());
+  Status st = fs->fs->OpenInto(&desc->file, path, O_RDONLY | O_DIRECTORY, 0);
+  if (!st.ok()) {
+    Fail(st);
     return nullptr;
   }
   auto* d = new (std::nothrow) mapfs_dir();
@@ -501,7 +504,7 @@ mapfs_dir_t* mapfs_opendir(mapfs_t* fs, const char* path) {
     return nullptr;
   }
   d->fs = fs;
-  d->d = std::make_shared<Description>(fs->fs.get(), std::move(*f));
+  d->d = std::move(desc);
   std::unique_lock<std::shared_mutex> g(fs->mu);
   fs->dirs.insert(d);
   return d;
@@ -518,7 +521,7 @@ struct dirent* mapfs_readdir(mapfs_dir_t* d) {
     return nullptr;
   }
   Status st;
-  auto* e = d->stream.Next(*d->fs->fs, *d->d->f, &st);
+  auto* e = d->stream.Next(*d->fs->fs, d->d->file, &st);
   if (!st.ok()) Fail(st);
   return reinterpret_cast<struct dirent*>(const_cast<struct dirent64*>(e));
 }
@@ -556,7 +559,7 @@ void* mapfs_mmap(mapfs_t* fs, int fd, size_t* capacity) {
     return nullptr;
   }
   uint64_t cap = 0;
-  auto p = fs->fs->Map(*d->f, &cap);
+  auto p = fs->fs->Map(d->file, &cap);
   if (!p.ok()) {
     Fail(p.status());
     return nullptr;

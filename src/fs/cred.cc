@@ -33,8 +33,31 @@ struct ThreadCred {
   Cred cred;
   uint64_t generation = 0;  // 0: never read
   const Cred* scope = nullptr;
+  ~ThreadCred();
 };
 thread_local ThreadCred tcred;
+
+// The hot paths (every stat and open asks CurrentCred) reach the thread's
+// ThreadCred through this pointer. `tcred` has a destructor, so each of
+// its accesses from this shared library is a call to its TLS wrapper (an
+// init guard) and __tls_get_addr (general-dynamic): ~90 instructions a
+// call. An initial-exec pointer is one %fs-relative load. Initial-exec TLS
+// in a library that may be dlopen'ed is served from the surplus of static
+// TLS glibc reserves for that (rtld.optional_static_tls, 512 bytes by
+// default): fine for a few small variables (this is 8 bytes; see
+// protection.h for the other ones), never for large ones. Null until the
+// thread's first call, and again once `tcred` is destroyed at thread exit
+// (a call from a later thread-exit destructor goes the slow way).
+thread_local ThreadCred* tcred_fast __attribute__((tls_model("initial-exec"))) = nullptr;
+
+ThreadCred::~ThreadCred() { tcred_fast = nullptr; }
+
+ThreadCred& Mine() {
+  ThreadCred* t = tcred_fast;
+  if (__builtin_expect(t != nullptr, 1)) return *t;
+  tcred_fast = &tcred;
+  return tcred;
+}
 
 }  // namespace
 
@@ -58,7 +81,7 @@ Cred Cred::Real() const {
 }
 
 const Cred& ProcessCred() {
-  ThreadCred& t = tcred;
+  ThreadCred& t = Mine();
   uint64_t gen = cache_generation.load(std::memory_order_acquire);
   if (t.generation == gen) return t.cred;
   uid_t r, e, s;
@@ -75,12 +98,15 @@ const Cred& ProcessCred() {
 
 void InvalidateProcessCred() { cache_generation.fetch_add(1, std::memory_order_acq_rel); }
 
-const Cred& CurrentCred() { return tcred.scope != nullptr ? *tcred.scope : ProcessCred(); }
+const Cred& CurrentCred() {
+  ThreadCred& t = Mine();
+  return t.scope != nullptr ? *t.scope : ProcessCred();
+}
 
-CredScope::CredScope(const Cred* c) : prev_(tcred.scope) { tcred.scope = c; }
-CredScope::~CredScope() { tcred.scope = prev_; }
+CredScope::CredScope(const Cred* c) : prev_(Mine().scope) { Mine().scope = c; }
+CredScope::~CredScope() { Mine().scope = prev_; }
 
-Status Permission(const Cred& c, uint64_t mode, uid_t uid, gid_t gid, int mask) {
+Status PermissionFull(const Cred& c, uint64_t mode, uid_t uid, gid_t gid, int mask) {
   mask &= kMayRead | kMayWrite | kMayExec;
   uint64_t bits;
   if (c.uid == uid) {

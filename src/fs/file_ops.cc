@@ -52,7 +52,7 @@ Status FileSystem::MayOpen(const Cred& cr, const meta::format::Inode* in, int fl
   return perm;
 }
 
-Status FileSystem::OpenExisting(const Cred& cr, const Walk& w, int flags, std::shared_ptr<OpenFile>* out) {
+Status FileSystem::OpenExisting(const Cred& cr, const Walk& w, int flags, OpenFile* f) {
   // Pin the inode (open count) while its name is locked: an unlink needs
   // the parent's write lock, so it either ran before (we see no entry) or
   // runs after (and sees the count). A walk with pin_last did that already
@@ -68,10 +68,12 @@ Status FileSystem::OpenExisting(const Cred& cr, const Walk& w, int flags, std::s
     }
     shared_->open_count[w.ino].fetch_add(1);
   }
-  auto f = std::make_shared<OpenFile>();
+  // From here `f` holds the pin: every failure closes it (Close drops the
+  // count and leaves f->ino 0).
   f->ino = w.ino;
   f->flags = flags;
   f->mode = ModeFor(flags);
+  f->is_dir = false;
   Inode* in = Ino(w.ino);
   uint64_t mode = in->mode;
   auto fail = [&](Status s) {
@@ -94,12 +96,19 @@ Status FileSystem::OpenExisting(const Cred& cr, const Walk& w, int flags, std::s
     Status st = Ftruncate(*f, 0);
     if (!st.ok()) return fail(st);
   }
-  *out = std::move(f);
   return Status::Ok();
 }
 
 Result<std::shared_ptr<OpenFile>> FileSystem::Open(std::string_view path, int flags, mode_t mode, uint64_t at,
                                                    const Owner* owner) {
+  auto f = std::make_shared<OpenFile>();
+  Status st = OpenInto(f.get(), path, flags, mode, at, owner);
+  if (!st.ok()) return st;
+  return f;
+}
+
+Status FileSystem::OpenInto(OpenFile* f, std::string_view path, int flags, mode_t mode, uint64_t at,
+                            const Owner* owner) {
   if ((flags & O_ACCMODE) == O_ACCMODE) return Status::Error(EINVAL, "bad access mode");
   // Linux >= 6.4 refuses this combination outright.
   if ((flags & O_CREAT) && (flags & O_DIRECTORY)) return Status::Error(EINVAL, "O_CREAT with O_DIRECTORY");
@@ -119,7 +128,6 @@ Result<std::shared_ptr<OpenFile>> FileSystem::Open(std::string_view path, int fl
     // a pinned walk to OpenExisting, which owns the count from there).
     auto w = Resolve(cr, at, path, follow, 0, false, !(flags & O_CREAT));
     if (!w.ok()) return w.status();
-    std::shared_ptr<OpenFile> f;
     if (w->ino == 0) {
       if (!(flags & O_CREAT)) return Status::Error(ENOENT, "no such file or directory");
       if (w->trailing_slash) return Status::Error(EISDIR, "is a directory");
@@ -127,20 +135,19 @@ Result<std::shared_ptr<OpenFile>> FileSystem::Open(std::string_view path, int fl
       Status st = CreateNode(*w, S_IFREG | (mode & 07777), nullptr, &ino, true, owner);
       if (st.code() == EAGAIN) continue;
       if (!st.ok()) return st;
-      f = std::make_shared<OpenFile>();
       f->ino = ino;
       f->flags = flags;
       f->mode = ModeFor(flags);
-      return f;
+      f->is_dir = false;
+      return Status::Ok();
     }
     if (excl) return Status::Error(EEXIST, "file exists");
     // O_CREAT never opens a directory, and never creates through "name/".
     if ((flags & O_CREAT) && (w->trailing_slash || w->type == DT_DIR)) return Status::Error(EISDIR, "is a directory");
     if ((flags & O_NOFOLLOW) && w->type == DT_LNK) return Status::Error(ELOOP, "is a symbolic link");
-    Status st = OpenExisting(cr, *w, flags, &f);
+    Status st = OpenExisting(cr, *w, flags, f);
     if (st.code() == EAGAIN) continue;
-    if (!st.ok()) return st;
-    return f;
+    return st;
   }
 }
 
@@ -205,6 +212,7 @@ Result<size_t> FileSystem::Write(OpenFile& f, const void* buf, size_t n, int64_t
 
 void FileSystem::DropSetIdOnWrite(uint64_t ino) {
   Inode* in = Ino(ino);
+  if (in == nullptr) return;  // an open file's inode always exists
   uint64_t drop = SetIdBitsToDrop(CurrentCred(), in->mode, GidOf(in), false);
   if (drop == 0) return;
   // One word in its own transaction: a failure leaves the bits (as a
@@ -274,14 +282,14 @@ Status FileSystem::Truncate(std::string_view path, int64_t size, uint64_t at) {
     if (!w.ok()) return w.status();
     if (w->ino == 0) return Status::Error(ENOENT, "no such file or directory");
     if (w->type == DT_DIR) return Status::Error(EISDIR, "is a directory");
-    std::shared_ptr<OpenFile> f;
+    OpenFile f;
     Status st = OpenExisting(cr, *w, O_WRONLY, &f);
     if (st.code() == EAGAIN) continue;
     // Special files cannot be opened here; truncate(2) calls them EINVAL.
     if (st.code() == ENXIO) return Status::Error(EINVAL, "not a regular file");
     if (!st.ok()) return st;
-    st = Ftruncate(*f, size);
-    Status cl = Close(*f);
+    st = Ftruncate(f, size);
+    Status cl = Close(f);
     return st.ok() ? cl : st;
   }
 }

@@ -141,6 +141,12 @@ class FileSystem {
   // Paths are absolute or relative to the directory `at` (root by default).
   Result<std::shared_ptr<OpenFile>> Open(std::string_view path, int flags, mode_t mode, uint64_t at = 0,
                                          const Owner* owner = nullptr);
+  // Open into a description the caller made (fresh: ino 0), so that a
+  // front can keep it inside its own object (one allocation per open, the
+  // C API's). On success `f` is open and must be Closed; on failure it is
+  // left closed (ino 0).
+  Status OpenInto(OpenFile* f, std::string_view path, int flags, mode_t mode, uint64_t at = 0,
+                  const Owner* owner = nullptr);
   Status Close(OpenFile& f);  // the last descriptor of `f` went away
 
   // Across fork and exec (the LD_PRELOAD shim; fs/inherit.cc).
@@ -320,7 +326,8 @@ class FileSystem {
   bool IsAncestor(uint64_t anc, uint64_t d);
   Status FillStat(uint64_t ino, struct stat* st);
   // Opens what the walk found, after the checks of open(2) for `c`.
-  Status OpenExisting(const Cred& c, const Walk& w, int flags, std::shared_ptr<OpenFile>* out);
+  // On success `f` (fresh) holds the open; on failure it is closed.
+  Status OpenExisting(const Cred& c, const Walk& w, int flags, OpenFile* f);
   // The checks of open(2) on an inode for `c` (EACCES / EPERM).
   Status MayOpen(const Cred& c, const meta::format::Inode* in, int flags);
   // may_delete: `c` may remove `victim` from directory `dir` (write and

@@ -43,12 +43,16 @@ namespace {
 // the last walk that left the pool continues (valid while `left`).
 struct ChainState {
   int active = 0;  // LinkChains alive (a wrapper calling another nests them)
-  int start = 0;
   bool left = false;
   int links = 0;
   std::string exit;
 };
 thread_local ChainState chain;
+// The `start` of the thread's chain, which every walk reads: apart from
+// `chain` (whose string makes each access a TLS wrapper call and a
+// __tls_get_addr), initial-exec, one %fs-relative load. 4 bytes of the
+// static TLS surplus glibc keeps for dlopen'ed libraries (see cred.cc).
+thread_local int chain_start __attribute__((tls_model("initial-exec"))) = 0;
 
 // `t` (one leading slash) is `prefix` or below it.
 bool UnderPrefix(std::string_view t, std::string_view prefix) {
@@ -65,7 +69,7 @@ LinkChain::~LinkChain() {
   if (--chain.active == 0) Restart(0);
 }
 void LinkChain::Restart(int links) {
-  chain.start = links;
+  chain_start = links;
   chain.left = false;
   chain.exit.clear();
 }
@@ -127,7 +131,7 @@ Result<FileSystem::Walk> FileSystem::Resolve(const Cred& cr, uint64_t at, std::s
     // region: drop those other processes made stale first.
     mount_->vm().Sync();
     if (path.size() >= PATH_MAX) return Status::Error(ENAMETOOLONG, "path too long");
-    depth = chain.start;  // links followed before the path came into the pool
+    depth = chain_start;  // links followed before the path came into the pool
   }
   uint64_t cur = (path[0] == '/' || at == 0) ? meta::format::kRootIno : at;
   // Components are taken one at a time (no list is built): `at` is where
@@ -159,7 +163,7 @@ Result<FileSystem::Walk> FileSystem::Resolve(const Cred& cr, uint64_t at, std::s
       // (Linux's order), so it gets the verdict in the Walk.
       if (!(last && keep_last)) return Status::Error(ENAMETOOLONG, "name too long");
       w.parent = cur;
-      w.name = std::string(c);
+      w.name.assign(c.data(), c.size());
       w.too_long = true;
       return w;
     }
@@ -193,7 +197,7 @@ Result<FileSystem::Walk> FileSystem::Resolve(const Cred& cr, uint64_t at, std::s
         if (!e.ok()) {
           if (e.status().code() == ENOENT && last) {
             w.parent = cur;
-            w.name = std::string(c);
+            w.name.assign(c.data(), c.size());
             w.ino = 0;
             return w;
           }
@@ -226,7 +230,7 @@ Result<FileSystem::Walk> FileSystem::Resolve(const Cred& cr, uint64_t at, std::s
     }
     if (last) {
       w.parent = cur;
-      w.name = std::string(c);
+      w.name.assign(c.data(), c.size());
       w.ino = child;
       w.type = type;
       if (trailing && type != DT_DIR && !keep_last) return Status::Error(ENOTDIR, "not a directory");
