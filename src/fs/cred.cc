@@ -27,39 +27,23 @@ void LoadProcessGroups(void*, std::vector<gid_t>* out) {
   out->clear();  // no supplementary groups known: only the effective gid counts
 }
 
-std::atomic<uint64_t> cache_generation{1};
-
-struct ThreadCred {
-  Cred cred;
-  uint64_t generation = 0;  // 0: never read
-  const Cred* scope = nullptr;
-  ~ThreadCred();
-};
+using detail::ThreadCred;
 thread_local ThreadCred tcred;
 
-// The hot paths (every stat and open asks CurrentCred) reach the thread's
-// ThreadCred through this pointer. `tcred` has a destructor, so each of
-// its accesses from this shared library is a call to its TLS wrapper (an
-// init guard) and __tls_get_addr (general-dynamic): ~90 instructions a
-// call. An initial-exec pointer is one %fs-relative load. Initial-exec TLS
-// in a library that may be dlopen'ed is served from the surplus of static
-// TLS glibc reserves for that (rtld.optional_static_tls, 512 bytes by
-// default): fine for a few small variables (this is 8 bytes; see
-// protection.h for the other ones), never for large ones. Null until the
-// thread's first call, and again once `tcred` is destroyed at thread exit
-// (a call from a later thread-exit destructor goes the slow way).
-thread_local ThreadCred* tcred_fast __attribute__((tls_model("initial-exec"))) = nullptr;
-
-ThreadCred::~ThreadCred() { tcred_fast = nullptr; }
-
 ThreadCred& Mine() {
-  ThreadCred* t = tcred_fast;
+  ThreadCred* t = detail::tcred_fast;
   if (__builtin_expect(t != nullptr, 1)) return *t;
-  tcred_fast = &tcred;
+  detail::tcred_fast = &tcred;
   return tcred;
 }
 
 }  // namespace
+
+namespace detail {
+__thread ThreadCred* tcred_fast __attribute__((tls_model("initial-exec"))) = nullptr;
+std::atomic<uint64_t> cred_generation{1};
+ThreadCred::~ThreadCred() { tcred_fast = nullptr; }
+}  // namespace detail
 
 bool Cred::InGroup(gid_t g) const {
   if (g == gid) return true;
@@ -82,7 +66,7 @@ Cred Cred::Real() const {
 
 const Cred& ProcessCred() {
   ThreadCred& t = Mine();
-  uint64_t gen = cache_generation.load(std::memory_order_acquire);
+  uint64_t gen = detail::cred_generation.load(std::memory_order_acquire);
   if (t.generation == gen) return t.cred;
   uid_t r, e, s;
   gid_t rg, eg, sg;
@@ -96,9 +80,9 @@ const Cred& ProcessCred() {
   return t.cred;
 }
 
-void InvalidateProcessCred() { cache_generation.fetch_add(1, std::memory_order_acq_rel); }
+void InvalidateProcessCred() { detail::cred_generation.fetch_add(1, std::memory_order_acq_rel); }
 
-const Cred& CurrentCred() {
+const Cred& detail::CurrentCredSlow() {
   ThreadCred& t = Mine();
   return t.scope != nullptr ? *t.scope : ProcessCred();
 }

@@ -126,13 +126,16 @@ Status FileSystem::OpenInto(OpenFile* f, std::string_view path, int flags, mode_
   for (;;) {
     // Without O_CREAT the walk pins what it finds (every path below hands
     // a pinned walk to OpenExisting, which owns the count from there).
-    auto w = Resolve(cr, at, path, follow, 0, false, !(flags & O_CREAT));
-    if (!w.ok()) return w.status();
-    if (w->ino == 0) {
+    Walk w;
+    // Without O_CREAT the name is read only to recheck a find the walk
+    // could not pin (OpenExisting); a create needs it.
+    if (!(flags & O_CREAT)) w.name_use = Walk::NameUse::kUnlessPinned;
+    MAPFS_RETURN_IF_ERROR(ResolveTo(&w, cr, at, path, follow, 0, false, !(flags & O_CREAT)));
+    if (w.ino == 0) {
       if (!(flags & O_CREAT)) return Status::Error(ENOENT, "no such file or directory");
-      if (w->trailing_slash) return Status::Error(EISDIR, "is a directory");
+      if (w.trailing_slash) return Status::Error(EISDIR, "is a directory");
       uint64_t ino = 0;
-      Status st = CreateNode(*w, S_IFREG | (mode & 07777), nullptr, &ino, true, owner);
+      Status st = CreateNode(w, S_IFREG | (mode & 07777), nullptr, &ino, true, owner);
       if (st.code() == EAGAIN) continue;
       if (!st.ok()) return st;
       f->ino = ino;
@@ -143,9 +146,9 @@ Status FileSystem::OpenInto(OpenFile* f, std::string_view path, int flags, mode_
     }
     if (excl) return Status::Error(EEXIST, "file exists");
     // O_CREAT never opens a directory, and never creates through "name/".
-    if ((flags & O_CREAT) && (w->trailing_slash || w->type == DT_DIR)) return Status::Error(EISDIR, "is a directory");
-    if ((flags & O_NOFOLLOW) && w->type == DT_LNK) return Status::Error(ELOOP, "is a symbolic link");
-    Status st = OpenExisting(cr, *w, flags, f);
+    if ((flags & O_CREAT) && (w.trailing_slash || w.type == DT_DIR)) return Status::Error(EISDIR, "is a directory");
+    if ((flags & O_NOFOLLOW) && w.type == DT_LNK) return Status::Error(ELOOP, "is a symbolic link");
+    Status st = OpenExisting(cr, w, flags, f);
     if (st.code() == EAGAIN) continue;
     return st;
   }
@@ -155,12 +158,26 @@ Status FileSystem::Close(OpenFile& f) {
   if (f.ino == 0) return Status::Ok();
   uint64_t ino = f.ino;
   f.ino = 0;
+  const bool persist = f.mode == file::Mode::kPosix && (f.flags & O_ACCMODE) != O_RDONLY && !f.is_dir;
+  if (!persist) {
+    // The common close (nothing to make durable): under the read lock the
+    // inode's mode and nlink cannot change (they change under its write
+    // lock), so while it has links this is not the last close of an
+    // unlinked file, and dropping the count is all there is to do. An
+    // unlink that follows, under the write lock, sees the count dropped.
+    InodeLock l(locks_.get(), ino, false);
+    const Inode* in = Ino(ino);
+    if (in != nullptr && in->mode != 0 && in->nlink != 0) {
+      shared_->open_count[ino].fetch_sub(1);
+      return Status::Ok();
+    }
+  }
   InodeLock l(locks_.get(), ino, true);
   uint32_t left = shared_->open_count[ino].fetch_sub(1) - 1;
   Inode* in = Ino(ino);
   // Posix mode promises durability at fsync *or close*: writes left their
   // data and size unfenced (found by the crash-state checker).
-  if (f.mode == file::Mode::kPosix && (f.flags & O_ACCMODE) != O_RDONLY && !f.is_dir && in->mode != 0)
+  if (persist && in->mode != 0)
     data_->Sync(in, f.mapped.load() || Mapped(ino), ino);
   if (left == 0 && in->mode != 0 && in->nlink == 0) {
     // Last close of an unlinked file.
@@ -362,12 +379,14 @@ Status FileSystem::StatIno(uint64_t ino, struct stat* st, uint64_t* generation) 
 }
 
 Status FileSystem::Stat(std::string_view path, struct stat* st, bool follow, uint64_t at) {
+  const Cred& cr = CurrentCred();
   for (;;) {
-    auto w = Resolve(CurrentCred(), at, path, follow);
-    if (!w.ok()) return w.status();
-    if (w->ino == 0) return Status::Error(ENOENT, "no such file or directory");
-    InodeLock l(locks_.get(), w->ino, false);
-    Status s = FillStat(w->ino, st);
+    Walk w;
+    w.name_use = Walk::NameUse::kNever;
+    MAPFS_RETURN_IF_ERROR(ResolveTo(&w, cr, at, path, follow));
+    if (w.ino == 0) return Status::Error(ENOENT, "no such file or directory");
+    InodeLock l(locks_.get(), w.ino, false);
+    Status s = FillStat(w.ino, st);
     if (s.code() == ENOENT) continue;  // removed (and maybe reused) meanwhile
     return s;
   }
