@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <linux/fs.h>
+#include <sched.h>
 
 #include <sys/stat.h>
 
@@ -13,8 +14,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <set>
-#include <shared_mutex>
+#include <shared_mutex>  // std::shared_lock
 #include <string>
 #include <vector>
 
@@ -45,39 +47,83 @@ int FailErrno(int code, const char* msg) {
   return -1;
 }
 
-// Closes the open file description when its last descriptor (or in-flight
-// call) lets go of it.
+// An open file description: its descriptors (and calls in flight) share
+// it, and it closes when the last of them lets go. The fs layer's OpenFile
+// lives inside it (FileSystem::OpenInto), so an open allocates once.
 struct Description {
-  Description(FileSystem* s, std::shared_ptr<OpenFile> o) : fs(s), f(std::move(o)) {}
+  explicit Description(FileSystem* s) : fs(s) {}
   Description(const Description&) = delete;
   Description& operator=(const Description&) = delete;
   // The last reference may go in any call, one that holds no rights too
   // (a ReadOnly call racing a mapfs_close): the close opens them itself.
   ~Description() {
-    if (!f) return;
+    if (file.ino == 0) return;  // never opened (a failed open)
     mapfs::medium::protection::Inside rights;
-    (void)fs->Close(*f);
+    (void)fs->Close(file);
   }
   FileSystem* fs;
-  std::shared_ptr<OpenFile> f;
+  OpenFile file;
 };
 using DescRef = std::shared_ptr<Description>;
+
+// The lock of a mount's descriptor table: shared by the calls on a
+// descriptor (the lookup of its description), exclusive for open, close,
+// dup and the directory streams. Every holder keeps it for a few loads and
+// stores of the table, never across a call into the file system (a
+// description's close runs after the lock is released, except at unmount),
+// so a waiter spins, then yields in case the holder lost its core. One
+// atomic operation a side: std::shared_mutex (pthread_rwlock) cost ~75
+// instructions a lock/unlock pair, twice per open + close.
+// Writers go first: a reader enters only while no writer holds or waits.
+class TableLock {
+ public:
+  void lock() {
+    for (int round = 0;; round++) {
+      uint32_t v = s_.load(std::memory_order_relaxed);
+      if (!(v & kWriter) && s_.compare_exchange_weak(v, v | kWriter, std::memory_order_acquire)) break;
+      Pause(round);
+    }
+    for (int round = 0; (s_.load(std::memory_order_acquire) & ~kWriter) != 0; round++) Pause(round);
+  }
+  void unlock() { s_.fetch_sub(kWriter, std::memory_order_release); }
+  void lock_shared() {
+    for (int round = 0;; round++) {
+      uint32_t v = s_.load(std::memory_order_relaxed);
+      if (!(v & kWriter) && s_.compare_exchange_weak(v, v + 1, std::memory_order_acquire)) return;
+      Pause(round);
+    }
+  }
+  void unlock_shared() { s_.fetch_sub(1, std::memory_order_release); }
+
+ private:
+  static constexpr uint32_t kWriter = 1u << 31;  // below it: the readers inside
+  static void Pause(int round) {
+    if (round < 64) {
+#if defined(__x86_64__)
+      __builtin_ia32_pause();
+#endif
+    } else {
+      sched_yield();
+    }
+  }
+  std::atomic<uint32_t> s_{0};
+};
 
 }  // namespace
 
 struct mapfs_fs {
   std::unique_ptr<FileSystem> fs;
-  std::shared_mutex mu;  // the descriptor table and the directory streams
+  TableLock mu;  // the descriptor table and the directory streams
   std::vector<DescRef> fds;
   std::set<mapfs_dir*> dirs;  // open streams, closed by mapfs_unmount
 
   DescRef Get(int fd) {
-    std::shared_lock<std::shared_mutex> g(mu);
+    std::shared_lock<TableLock> g(mu);
     if (fd < 0 || static_cast<size_t>(fd) >= fds.size()) return nullptr;
     return fds[static_cast<size_t>(fd)];
   }
   int Install(DescRef d, int at_least = 0) {
-    std::unique_lock<std::shared_mutex> g(mu);
+    std::unique_lock<TableLock> g(mu);
     for (size_t i = static_cast<size_t>(at_least); i < fds.size(); i++)
       if (!fds[i]) {
         fds[i] = std::move(d);
@@ -201,7 +247,7 @@ int mapfs_unmount(mapfs_t* fs) {
   MAPFS_ENTRY;
   MAPFS_CHECK_FS(fs);
   {
-    std::unique_lock<std::shared_mutex> g(fs->mu);
+    std::unique_lock<TableLock> g(fs->mu);
     fs->fds.clear();
     for (mapfs_dir* d : fs->dirs) {
       d->d.reset();
@@ -227,9 +273,10 @@ int mapfs_open(mapfs_t* fs, const char* path, int flags, ...) {
   }
   if ((flags & __O_TMPFILE) == __O_TMPFILE) return FailErrno(EOPNOTSUPP, "O_TMPFILE is not supported");
   if (flags & O_CREAT) mode &= ~CurrentUmask();
-  auto f = fs->fs->Open(path, flags, mode);
-  if (!f.ok()) return Fail(f.status());
-  return fs->Install(std::make_shared<Description>(fs->fs.get(), std::move(*f)));
+  auto d = std::make_shared<Description>(fs->fs.get());
+  Status st = fs->fs->OpenInto(&d->file, path, flags, mode);
+  if (!st.ok()) return Fail(st);
+  return fs->Install(std::move(d));
 }
 
 int mapfs_creat(mapfs_t* fs, const char* path, mode_t mode) {
@@ -242,7 +289,7 @@ int mapfs_close(mapfs_t* fs, int fd) {
   MAPFS_CHECK_FS(fs);
   DescRef d;
   {
-    std::unique_lock<std::shared_mutex> g(fs->mu);
+    std::unique_lock<TableLock> g(fs->mu);
     if (fd < 0 || static_cast<size_t>(fd) >= fs->fds.size() || !fs->fds[static_cast<size_t>(fd)])
       return FailErrno(EBADF, "bad file descriptor");
     d = std::move(fs->fds[static_cast<size_t>(fd)]);
@@ -262,7 +309,7 @@ int mapfs_dup2(mapfs_t* fs, int fd, int newfd) {
   if (newfd < 0 || newfd > (1 << 20)) return FailErrno(EBADF, "bad target descriptor");
   if (newfd == fd) return newfd;
   DescRef old;
-  std::unique_lock<std::shared_mutex> g(fs->mu);
+  std::unique_lock<TableLock> g(fs->mu);
   if (fs->fds.size() <= static_cast<size_t>(newfd)) fs->fds.resize(static_cast<size_t>(newfd) + 1);
   old = std::move(fs->fds[static_cast<size_t>(newfd)]);
   fs->fds[static_cast<size_t>(newfd)] = d;
@@ -278,7 +325,7 @@ ssize_t mapfs_read(mapfs_t* fs, int fd, void* buf, size_t n) {
   MAPFS_ENTRY_READONLY;
   MAPFS_GET_FD(fs, fd, d);
   MAPFS_CHECK_BUF(buf, n);
-  auto r = fs->fs->Read(*d->f, buf, n);
+  auto r = fs->fs->Read(d->file, buf, n);
   return r.ok() ? static_cast<ssize_t>(*r) : Fail(r.status());
 }
 
@@ -286,7 +333,7 @@ ssize_t mapfs_write(mapfs_t* fs, int fd, const void* buf, size_t n) {
   MAPFS_ENTRY;
   MAPFS_GET_FD(fs, fd, d);
   MAPFS_CHECK_BUF(buf, n);
-  auto r = fs->fs->Write(*d->f, buf, n);
+  auto r = fs->fs->Write(d->file, buf, n);
   return r.ok() ? static_cast<ssize_t>(*r) : Fail(r.status());
 }
 
@@ -295,7 +342,7 @@ ssize_t mapfs_pread(mapfs_t* fs, int fd, void* buf, size_t n, off_t off) {
   MAPFS_GET_FD(fs, fd, d);
   MAPFS_CHECK_BUF(buf, n);
   if (off < 0) return FailErrno(EINVAL, "negative offset");
-  auto r = fs->fs->Read(*d->f, buf, n, off);
+  auto r = fs->fs->Read(d->file, buf, n, off);
   return r.ok() ? static_cast<ssize_t>(*r) : Fail(r.status());
 }
 
@@ -304,7 +351,7 @@ ssize_t mapfs_pwrite(mapfs_t* fs, int fd, const void* buf, size_t n, off_t off) 
   MAPFS_GET_FD(fs, fd, d);
   MAPFS_CHECK_BUF(buf, n);
   if (off < 0) return FailErrno(EINVAL, "negative offset");
-  auto r = fs->fs->Write(*d->f, buf, n, off);
+  auto r = fs->fs->Write(d->file, buf, n, off);
   return r.ok() ? static_cast<ssize_t>(*r) : Fail(r.status());
 }
 
@@ -313,7 +360,7 @@ ssize_t mapfs_pwrite_atomic(mapfs_t* fs, int fd, const void* buf, size_t n, off_
   MAPFS_GET_FD(fs, fd, d);
   MAPFS_CHECK_BUF(buf, n);
   if (off < 0) return FailErrno(EINVAL, "negative offset");
-  auto r = fs->fs->Write(*d->f, buf, n, off, static_cast<int>(mapfs::file::Mode::kStrict));
+  auto r = fs->fs->Write(d->file, buf, n, off, static_cast<int>(mapfs::file::Mode::kStrict));
   return r.ok() ? static_cast<ssize_t>(*r) : Fail(r.status());
 }
 
@@ -324,21 +371,21 @@ ssize_t mapfs_pwrite_atomic(mapfs_t* fs, int fd, const void* buf, size_t n, off_
 off_t mapfs_lseek(mapfs_t* fs, int fd, off_t off, int whence) {
   MAPFS_ENTRY_READONLY;
   MAPFS_GET_FD(fs, fd, d);
-  auto r = fs->fs->Seek(*d->f, off, whence);
+  auto r = fs->fs->Seek(d->file, off, whence);
   return r.ok() ? static_cast<off_t>(*r) : Fail(r.status());
 }
 
 int mapfs_fsync(mapfs_t* fs, int fd) {
   MAPFS_ENTRY;
   MAPFS_GET_FD(fs, fd, d);
-  return Ret(fs->fs->Fsync(*d->f));
+  return Ret(fs->fs->Fsync(d->file));
 }
 int mapfs_fdatasync(mapfs_t* fs, int fd) { return mapfs_fsync(fs, fd); }
 
 int mapfs_ftruncate(mapfs_t* fs, int fd, off_t size) {
   MAPFS_ENTRY;
   MAPFS_GET_FD(fs, fd, d);
-  return Ret(fs->fs->Ftruncate(*d->f, size));
+  return Ret(fs->fs->Ftruncate(d->file, size));
 }
 
 int mapfs_truncate(mapfs_t* fs, const char* path, off_t size) {
@@ -351,14 +398,14 @@ int mapfs_truncate(mapfs_t* fs, const char* path, off_t size) {
 int mapfs_fallocate(mapfs_t* fs, int fd, int mode, off_t off, off_t len) {
   MAPFS_ENTRY;
   MAPFS_GET_FD(fs, fd, d);
-  return Ret(fs->fs->Fallocate(*d->f, mode, off, len));
+  return Ret(fs->fs->Fallocate(d->file, mode, off, len));
 }
 
 int mapfs_fstat(mapfs_t* fs, int fd, struct stat* st) {
   MAPFS_ENTRY_READONLY;
   MAPFS_GET_FD(fs, fd, d);
   if (st == nullptr) return FailErrno(EFAULT, "null stat buffer");
-  return Ret(fs->fs->Fstat(*d->f, st));
+  return Ret(fs->fs->Fstat(d->file, st));
 }
 
 int mapfs_stat(mapfs_t* fs, const char* path, struct stat* st) {
@@ -442,7 +489,7 @@ int mapfs_chmod(mapfs_t* fs, const char* path, mode_t mode) {
 int mapfs_fchmod(mapfs_t* fs, int fd, mode_t mode) {
   MAPFS_ENTRY;
   MAPFS_GET_FD(fs, fd, d);
-  return Ret(fs->fs->Fchmod(*d->f, mode));
+  return Ret(fs->fs->Fchmod(d->file, mode));
 }
 int mapfs_chown(mapfs_t* fs, const char* path, uid_t uid, gid_t gid) {
   MAPFS_ENTRY;
@@ -457,7 +504,7 @@ int mapfs_lchown(mapfs_t* fs, const char* path, uid_t uid, gid_t gid) {
 int mapfs_fchown(mapfs_t* fs, int fd, uid_t uid, gid_t gid) {
   MAPFS_ENTRY;
   MAPFS_GET_FD(fs, fd, d);
-  return Ret(fs->fs->Fchown(*d->f, uid, gid));
+  return Ret(fs->fs->Fchown(d->file, uid, gid));
 }
 int mapfs_access(mapfs_t* fs, const char* path, int mode, int flags) {
   MAPFS_ENTRY;
@@ -481,7 +528,7 @@ int mapfs_lutimens(mapfs_t* fs, const char* path, const struct timespec ts[2]) {
 int mapfs_futimens(mapfs_t* fs, int fd, const struct timespec ts[2]) {
   MAPFS_ENTRY;
   MAPFS_GET_FD(fs, fd, d);
-  return Ret(fs->fs->Futimens(*d->f, ts));
+  return Ret(fs->fs->Futimens(d->file, ts));
 }
 
 mapfs_dir_t* mapfs_opendir(mapfs_t* fs, const char* path) {
@@ -490,9 +537,10 @@ mapfs_dir_t* mapfs_opendir(mapfs_t* fs, const char* path) {
     FailErrno(EINVAL, "null argument");
     return nullptr;
   }
-  auto f = fs->fs->Open(path, O_RDONLY | O_DIRECTORY, 0);
-  if (!f.ok()) {
-    Fail(f.status());
+  auto desc = std::make_shared<Description>(fs->fs.get());
+  Status st = fs->fs->OpenInto(&desc->file, path, O_RDONLY | O_DIRECTORY, 0);
+  if (!st.ok()) {
+    Fail(st);
     return nullptr;
   }
   auto* d = new (std::nothrow) mapfs_dir();
@@ -501,8 +549,8 @@ mapfs_dir_t* mapfs_opendir(mapfs_t* fs, const char* path) {
     return nullptr;
   }
   d->fs = fs;
-  d->d = std::make_shared<Description>(fs->fs.get(), std::move(*f));
-  std::unique_lock<std::shared_mutex> g(fs->mu);
+  d->d = std::move(desc);
+  std::unique_lock<TableLock> g(fs->mu);
   fs->dirs.insert(d);
   return d;
 }
@@ -518,7 +566,7 @@ struct dirent* mapfs_readdir(mapfs_dir_t* d) {
     return nullptr;
   }
   Status st;
-  auto* e = d->stream.Next(*d->fs->fs, *d->d->f, &st);
+  auto* e = d->stream.Next(*d->fs->fs, d->d->file, &st);
   if (!st.ok()) Fail(st);
   return reinterpret_cast<struct dirent*>(const_cast<struct dirent64*>(e));
 }
@@ -527,7 +575,7 @@ int mapfs_closedir(mapfs_dir_t* d) {
   MAPFS_ENTRY;
   if (d == nullptr) return FailErrno(EBADF, "null directory stream");
   if (d->fs != nullptr) {
-    std::unique_lock<std::shared_mutex> g(d->fs->mu);
+    std::unique_lock<TableLock> g(d->fs->mu);
     d->fs->dirs.erase(d);
   }
   delete d;
@@ -556,7 +604,7 @@ void* mapfs_mmap(mapfs_t* fs, int fd, size_t* capacity) {
     return nullptr;
   }
   uint64_t cap = 0;
-  auto p = fs->fs->Map(*d->f, &cap);
+  auto p = fs->fs->Map(d->file, &cap);
   if (!p.ok()) {
     Fail(p.status());
     return nullptr;

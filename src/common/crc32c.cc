@@ -132,7 +132,18 @@ __attribute__((target("sse4.2"))) uint32_t Hardware(const uint8_t* p, size_t n, 
 
 const bool kHaveSse42 = __builtin_cpu_supports("sse4.2");
 
+__attribute__((target("sse4.2"))) uint32_t HardwareWords(const uint64_t* w, size_t n) {
+  uint64_t c = 0xffffffffu;
+  for (size_t i = 0; i < n; i++) c = _mm_crc32_u64(c, w[i]);
+  return ~static_cast<uint32_t>(c);
+}
+
 }  // namespace
+
+uint32_t Crc32cWords(const uint64_t* w, size_t n) {
+  static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "words are the bytes in memory order");
+  return kHaveSse42 ? HardwareWords(w, n) : ~Software(reinterpret_cast<const uint8_t*>(w), 8 * n, 0xffffffffu);
+}
 
 uint32_t Crc32c(const void* data, size_t n, uint32_t seed) {
   const auto* p = static_cast<const uint8_t*>(data);

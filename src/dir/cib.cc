@@ -70,8 +70,7 @@ uint64_t NameHash(uint64_t seed, std::string_view s) {
     h ^= k;
     h = Rotl(h, 27) * 5 + 0x52dce729;
   }
-  uint64_t k = 0;
-  std::memcpy(&k, s.data() + i, s.size() - i);
+  uint64_t k = LoadTail(s.data() + i, s.size() - i);
   k *= c2;
   k = Rotl(k, 33);
   k *= c1;
@@ -99,8 +98,8 @@ Status ValidName(std::string_view name) {
     bad_slash |= has_zero(w ^ kSlashes);
   }
   if (i < name.size()) {
-    uint64_t w = kOnes * 'a';
-    std::memcpy(&w, name.data() + i, name.size() - i);
+    size_t n = name.size() - i;  // 1..7
+    uint64_t w = LoadTail(name.data() + i, n) | ((kOnes * 'a') & ~((uint64_t{1} << (8 * n)) - 1));
     bad_nul |= has_zero(w);
     bad_slash |= has_zero(w ^ kSlashes);
   }
@@ -119,10 +118,13 @@ int NodeCap() {
 }
 
 uint32_t RootCrc(const f::Root& r) {
-  unsigned char buf[f::kRootCrcBytes];
-  std::memcpy(buf, &r, sizeof buf);
-  std::memset(buf + offsetof(f::Root, crc), 0, sizeof r.crc);
-  return Crc32c(buf, sizeof buf);
+  // Every lookup checks its directory's root: eight words in registers,
+  // the crc field (the high half of word 1) read as 0, no copy.
+  static_assert(f::kRootCrcBytes == 64 && offsetof(f::Root, crc) == 12);
+  uint64_t w[8];
+  std::memcpy(w, &r, sizeof w);
+  w[1] &= 0xffffffffull;
+  return Crc32cWords(w, 8);
 }
 
 // ---------------------------------------------------------------- Dir
@@ -316,7 +318,16 @@ Status Dir::FindInBlock(const PendBlock& pb, uint64_t h, std::string_view name, 
     bool media = (pb.M & Bit(i)) != 0;
     f::Slot s;
     if (media) {
-      if (*At<uint64_t>(SlotVoff(pb.voff, i)) != h) continue;
+      const auto* in_place = At<f::Slot>(SlotVoff(pb.voff, i));
+      if (in_place->hash != h || in_place->name_len != name.size()) continue;
+      if (name.size() <= f::kInlineName) {
+        // The whole name is in the head: compared in place, no copies.
+        if (std::memcmp(in_place->name, name.data(), name.size()) == 0) {
+          *slot = i;
+          return Status::Ok();
+        }
+        continue;
+      }
       MAPFS_RETURN_IF_ERROR(ReadSlot(pb.voff, i, nullptr, &s));
     } else {
       MAPFS_RETURN_IF_ERROR(ReadSlot(pb.voff, i, tx, &s));

@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/bytes.h"
 #include "dir/cib.h"
 #include "dir/cib_format.h"
 #include "vm/vm.h"

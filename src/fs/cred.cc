@@ -27,16 +27,23 @@ void LoadProcessGroups(void*, std::vector<gid_t>* out) {
   out->clear();  // no supplementary groups known: only the effective gid counts
 }
 
-std::atomic<uint64_t> cache_generation{1};
-
-struct ThreadCred {
-  Cred cred;
-  uint64_t generation = 0;  // 0: never read
-  const Cred* scope = nullptr;
-};
+using detail::ThreadCred;
 thread_local ThreadCred tcred;
 
+ThreadCred& Mine() {
+  ThreadCred* t = detail::tcred_fast;
+  if (__builtin_expect(t != nullptr, 1)) return *t;
+  detail::tcred_fast = &tcred;
+  return tcred;
+}
+
 }  // namespace
+
+namespace detail {
+__thread ThreadCred* tcred_fast __attribute__((tls_model("initial-exec"))) = nullptr;
+std::atomic<uint64_t> cred_generation{1};
+ThreadCred::~ThreadCred() { tcred_fast = nullptr; }
+}  // namespace detail
 
 bool Cred::InGroup(gid_t g) const {
   if (g == gid) return true;
@@ -58,8 +65,8 @@ Cred Cred::Real() const {
 }
 
 const Cred& ProcessCred() {
-  ThreadCred& t = tcred;
-  uint64_t gen = cache_generation.load(std::memory_order_acquire);
+  ThreadCred& t = Mine();
+  uint64_t gen = detail::cred_generation.load(std::memory_order_acquire);
   if (t.generation == gen) return t.cred;
   uid_t r, e, s;
   gid_t rg, eg, sg;
@@ -73,14 +80,17 @@ const Cred& ProcessCred() {
   return t.cred;
 }
 
-void InvalidateProcessCred() { cache_generation.fetch_add(1, std::memory_order_acq_rel); }
+void InvalidateProcessCred() { detail::cred_generation.fetch_add(1, std::memory_order_acq_rel); }
 
-const Cred& CurrentCred() { return tcred.scope != nullptr ? *tcred.scope : ProcessCred(); }
+const Cred& detail::CurrentCredSlow() {
+  ThreadCred& t = Mine();
+  return t.scope != nullptr ? *t.scope : ProcessCred();
+}
 
-CredScope::CredScope(const Cred* c) : prev_(tcred.scope) { tcred.scope = c; }
-CredScope::~CredScope() { tcred.scope = prev_; }
+CredScope::CredScope(const Cred* c) : prev_(Mine().scope) { Mine().scope = c; }
+CredScope::~CredScope() { Mine().scope = prev_; }
 
-Status Permission(const Cred& c, uint64_t mode, uid_t uid, gid_t gid, int mask) {
+Status PermissionFull(const Cred& c, uint64_t mode, uid_t uid, gid_t gid, int mask) {
   mask &= kMayRead | kMayWrite | kMayExec;
   uint64_t bits;
   if (c.uid == uid) {

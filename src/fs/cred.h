@@ -15,6 +15,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -59,9 +60,38 @@ struct Cred {
 const Cred& ProcessCred();
 void InvalidateProcessCred();
 
+namespace detail {
+// The thread's credential state (cred.cc). Reached through `tcred_fast`,
+// an initial-exec pointer: one %fs-relative load, where the thread_local
+// object itself (it has a destructor) costs a call to its TLS wrapper and
+// __tls_get_addr from this shared library, ~90 instructions a stat.
+// Initial-exec TLS in a library that may be dlopen'ed is served from the
+// surplus of static TLS glibc reserves for it (rtld.optional_static_tls,
+// 512 bytes by default): fine for a few small variables (this is 8 bytes;
+// the others are protection.h's depth and namespace.cc's chain_start),
+// never for large ones. Null until the thread's first call, and again once
+// the object is destroyed at thread exit (later calls go the slow way).
+struct ThreadCred {
+  Cred cred;
+  uint64_t generation = 0;  // of cred_generation when `cred` was read; 0: never
+  const Cred* scope = nullptr;  // the innermost CredScope's
+  ~ThreadCred();
+};
+extern __thread ThreadCred* tcred_fast __attribute__((tls_model("initial-exec")));
+extern std::atomic<uint64_t> cred_generation;  // bumped by InvalidateProcessCred
+const Cred& CurrentCredSlow();
+}  // namespace detail
+
 // The credentials the core checks against on this thread: the innermost
-// CredScope's, else the process's.
-const Cred& CurrentCred();
+// CredScope's, else the process's. Inline: every stat and open asks.
+inline const Cred& CurrentCred() {
+  const detail::ThreadCred* t = detail::tcred_fast;
+  if (__builtin_expect(t != nullptr && t->scope == nullptr &&
+                           t->generation == detail::cred_generation.load(std::memory_order_acquire),
+                       1))
+    return t->cred;
+  return detail::CurrentCredSlow();
+}
 
 // While alive, calls on this thread act with `c` (the FUSE daemon: the
 // request's caller). `c` must outlive the scope.
@@ -79,7 +109,18 @@ class CredScope {
 // generic_permission: may `c` do `mask` (kMay*) to an inode with `mode`,
 // owner `uid`, group `gid`? EACCES when not. Root may read and write
 // anything, search any directory, and execute a file with any x bit.
-Status Permission(const Cred& c, uint64_t mode, uid_t uid, gid_t gid, int mask);
+// Inline for its common verdict (a walk asks it for every directory it
+// passes): the bits that apply grant the whole mask without the group list
+// being needed; every other case goes the full way (PermissionFull).
+Status PermissionFull(const Cred& c, uint64_t mode, uid_t uid, gid_t gid, int mask);
+inline Status Permission(const Cred& c, uint64_t mode, uid_t uid, gid_t gid, int mask) {
+  const uint64_t m = static_cast<uint64_t>(mask & (kMayRead | kMayWrite | kMayExec));
+  // The owner's bits, or the other bits when the group bits say the same
+  // about `m` (then membership does not matter).
+  const uint64_t bits = c.uid == uid ? mode >> 6 : (((mode >> 3) ^ mode) & m) == 0 ? mode : 0;
+  if ((bits & m) == m) return Status::Ok();
+  return PermissionFull(c, mode, uid, gid, mask);
+}
 // The owner, or root (inode_owner_or_capable); EPERM otherwise.
 Status OwnerOrRoot(const Cred& c, uid_t uid, const char* what);
 // Sticky directories (check_sticky): in a directory with S_ISVTX only the

@@ -52,7 +52,7 @@ Status FileSystem::MayOpen(const Cred& cr, const meta::format::Inode* in, int fl
   return perm;
 }
 
-Status FileSystem::OpenExisting(const Cred& cr, const Walk& w, int flags, std::shared_ptr<OpenFile>* out) {
+Status FileSystem::OpenExisting(const Cred& cr, const Walk& w, int flags, OpenFile* f) {
   // Pin the inode (open count) while its name is locked: an unlink needs
   // the parent's write lock, so it either ran before (we see no entry) or
   // runs after (and sees the count). A walk with pin_last did that already
@@ -68,10 +68,12 @@ Status FileSystem::OpenExisting(const Cred& cr, const Walk& w, int flags, std::s
     }
     shared_->open_count[w.ino].fetch_add(1);
   }
-  auto f = std::make_shared<OpenFile>();
+  // From here `f` holds the pin: every failure closes it (Close drops the
+  // count and leaves f->ino 0).
   f->ino = w.ino;
   f->flags = flags;
   f->mode = ModeFor(flags);
+  f->is_dir = false;
   Inode* in = Ino(w.ino);
   uint64_t mode = in->mode;
   auto fail = [&](Status s) {
@@ -94,12 +96,19 @@ Status FileSystem::OpenExisting(const Cred& cr, const Walk& w, int flags, std::s
     Status st = Ftruncate(*f, 0);
     if (!st.ok()) return fail(st);
   }
-  *out = std::move(f);
   return Status::Ok();
 }
 
 Result<std::shared_ptr<OpenFile>> FileSystem::Open(std::string_view path, int flags, mode_t mode, uint64_t at,
                                                    const Owner* owner) {
+  auto f = std::make_shared<OpenFile>();
+  Status st = OpenInto(f.get(), path, flags, mode, at, owner);
+  if (!st.ok()) return st;
+  return f;
+}
+
+Status FileSystem::OpenInto(OpenFile* f, std::string_view path, int flags, mode_t mode, uint64_t at,
+                            const Owner* owner) {
   if ((flags & O_ACCMODE) == O_ACCMODE) return Status::Error(EINVAL, "bad access mode");
   // Linux >= 6.4 refuses this combination outright.
   if ((flags & O_CREAT) && (flags & O_DIRECTORY)) return Status::Error(EINVAL, "O_CREAT with O_DIRECTORY");
@@ -117,30 +126,31 @@ Result<std::shared_ptr<OpenFile>> FileSystem::Open(std::string_view path, int fl
   for (;;) {
     // Without O_CREAT the walk pins what it finds (every path below hands
     // a pinned walk to OpenExisting, which owns the count from there).
-    auto w = Resolve(cr, at, path, follow, 0, false, !(flags & O_CREAT));
-    if (!w.ok()) return w.status();
-    std::shared_ptr<OpenFile> f;
-    if (w->ino == 0) {
+    Walk w;
+    // Without O_CREAT the name is read only to recheck a find the walk
+    // could not pin (OpenExisting); a create needs it.
+    if (!(flags & O_CREAT)) w.name_use = Walk::NameUse::kUnlessPinned;
+    MAPFS_RETURN_IF_ERROR(ResolveTo(&w, cr, at, path, follow, 0, false, !(flags & O_CREAT)));
+    if (w.ino == 0) {
       if (!(flags & O_CREAT)) return Status::Error(ENOENT, "no such file or directory");
-      if (w->trailing_slash) return Status::Error(EISDIR, "is a directory");
+      if (w.trailing_slash) return Status::Error(EISDIR, "is a directory");
       uint64_t ino = 0;
-      Status st = CreateNode(*w, S_IFREG | (mode & 07777), nullptr, &ino, true, owner);
+      Status st = CreateNode(w, S_IFREG | (mode & 07777), nullptr, &ino, true, owner);
       if (st.code() == EAGAIN) continue;
       if (!st.ok()) return st;
-      f = std::make_shared<OpenFile>();
       f->ino = ino;
       f->flags = flags;
       f->mode = ModeFor(flags);
-      return f;
+      f->is_dir = false;
+      return Status::Ok();
     }
     if (excl) return Status::Error(EEXIST, "file exists");
     // O_CREAT never opens a directory, and never creates through "name/".
-    if ((flags & O_CREAT) && (w->trailing_slash || w->type == DT_DIR)) return Status::Error(EISDIR, "is a directory");
-    if ((flags & O_NOFOLLOW) && w->type == DT_LNK) return Status::Error(ELOOP, "is a symbolic link");
-    Status st = OpenExisting(cr, *w, flags, &f);
+    if ((flags & O_CREAT) && (w.trailing_slash || w.type == DT_DIR)) return Status::Error(EISDIR, "is a directory");
+    if ((flags & O_NOFOLLOW) && w.type == DT_LNK) return Status::Error(ELOOP, "is a symbolic link");
+    Status st = OpenExisting(cr, w, flags, f);
     if (st.code() == EAGAIN) continue;
-    if (!st.ok()) return st;
-    return f;
+    return st;
   }
 }
 
@@ -148,12 +158,26 @@ Status FileSystem::Close(OpenFile& f) {
   if (f.ino == 0) return Status::Ok();
   uint64_t ino = f.ino;
   f.ino = 0;
+  const bool persist = f.mode == file::Mode::kPosix && (f.flags & O_ACCMODE) != O_RDONLY && !f.is_dir;
+  if (!persist) {
+    // The common close (nothing to make durable): under the read lock the
+    // inode's mode and nlink cannot change (they change under its write
+    // lock), so while it has links this is not the last close of an
+    // unlinked file, and dropping the count is all there is to do. An
+    // unlink that follows, under the write lock, sees the count dropped.
+    InodeLock l(locks_.get(), ino, false);
+    const Inode* in = Ino(ino);
+    if (in != nullptr && in->mode != 0 && in->nlink != 0) {
+      shared_->open_count[ino].fetch_sub(1);
+      return Status::Ok();
+    }
+  }
   InodeLock l(locks_.get(), ino, true);
   uint32_t left = shared_->open_count[ino].fetch_sub(1) - 1;
   Inode* in = Ino(ino);
   // Posix mode promises durability at fsync *or close*: writes left their
   // data and size unfenced (found by the crash-state checker).
-  if (f.mode == file::Mode::kPosix && (f.flags & O_ACCMODE) != O_RDONLY && !f.is_dir && in->mode != 0)
+  if (persist && in->mode != 0)
     data_->Sync(in, f.mapped.load() || Mapped(ino), ino);
   if (left == 0 && in->mode != 0 && in->nlink == 0) {
     // Last close of an unlinked file.
@@ -205,6 +229,7 @@ Result<size_t> FileSystem::Write(OpenFile& f, const void* buf, size_t n, int64_t
 
 void FileSystem::DropSetIdOnWrite(uint64_t ino) {
   Inode* in = Ino(ino);
+  if (in == nullptr) return;  // an open file's inode always exists
   uint64_t drop = SetIdBitsToDrop(CurrentCred(), in->mode, GidOf(in), false);
   if (drop == 0) return;
   // One word in its own transaction: a failure leaves the bits (as a
@@ -274,14 +299,14 @@ Status FileSystem::Truncate(std::string_view path, int64_t size, uint64_t at) {
     if (!w.ok()) return w.status();
     if (w->ino == 0) return Status::Error(ENOENT, "no such file or directory");
     if (w->type == DT_DIR) return Status::Error(EISDIR, "is a directory");
-    std::shared_ptr<OpenFile> f;
+    OpenFile f;
     Status st = OpenExisting(cr, *w, O_WRONLY, &f);
     if (st.code() == EAGAIN) continue;
     // Special files cannot be opened here; truncate(2) calls them EINVAL.
     if (st.code() == ENXIO) return Status::Error(EINVAL, "not a regular file");
     if (!st.ok()) return st;
-    st = Ftruncate(*f, size);
-    Status cl = Close(*f);
+    st = Ftruncate(f, size);
+    Status cl = Close(f);
     return st.ok() ? cl : st;
   }
 }
@@ -354,12 +379,14 @@ Status FileSystem::StatIno(uint64_t ino, struct stat* st, uint64_t* generation) 
 }
 
 Status FileSystem::Stat(std::string_view path, struct stat* st, bool follow, uint64_t at) {
+  const Cred& cr = CurrentCred();
   for (;;) {
-    auto w = Resolve(CurrentCred(), at, path, follow);
-    if (!w.ok()) return w.status();
-    if (w->ino == 0) return Status::Error(ENOENT, "no such file or directory");
-    InodeLock l(locks_.get(), w->ino, false);
-    Status s = FillStat(w->ino, st);
+    Walk w;
+    w.name_use = Walk::NameUse::kNever;
+    MAPFS_RETURN_IF_ERROR(ResolveTo(&w, cr, at, path, follow));
+    if (w.ino == 0) return Status::Error(ENOENT, "no such file or directory");
+    InodeLock l(locks_.get(), w.ino, false);
+    Status s = FillStat(w.ino, st);
     if (s.code() == ENOENT) continue;  // removed (and maybe reused) meanwhile
     return s;
   }

@@ -141,6 +141,12 @@ class FileSystem {
   // Paths are absolute or relative to the directory `at` (root by default).
   Result<std::shared_ptr<OpenFile>> Open(std::string_view path, int flags, mode_t mode, uint64_t at = 0,
                                          const Owner* owner = nullptr);
+  // Open into a description the caller made (fresh: ino 0), so that a
+  // front can keep it inside its own object (one allocation per open, the
+  // C API's). On success `f` is open and must be Closed; on failure it is
+  // left closed (ino 0).
+  Status OpenInto(OpenFile* f, std::string_view path, int flags, mode_t mode, uint64_t at = 0,
+                  const Owner* owner = nullptr);
   Status Close(OpenFile& f);  // the last descriptor of `f` went away
 
   // Across fork and exec (the LD_PRELOAD shim; fs/inherit.cc).
@@ -286,6 +292,12 @@ class FileSystem {
     // read lock, right where it found the name (as OpenExisting would after
     // a recheck); the caller owns that count and drops it with Close.
     bool pinned = false;
+    // Set by the caller of ResolveTo: whether it reads `name` (the last
+    // component) afterwards. Copying it cost a stat ~75 instructions; a
+    // stat never reads it, an open without O_CREAT only when the walk did
+    // not pin (OpenExisting's recheck). Other fields are always set.
+    enum class NameUse : uint8_t { kAlways, kUnlessPinned, kNever };
+    NameUse name_use = NameUse::kAlways;
     // The error for a last component that names nothing.
     Status Missing() const {
       return too_long ? Status::Error(ENAMETOOLONG, "name too long") : Status::Error(ENOENT, "no such file or directory");
@@ -305,6 +317,10 @@ class FileSystem {
   // and the path has no trailing slash (Walk::pinned says when it did).
   Result<Walk> Resolve(const Cred& c, uint64_t at, std::string_view path, bool follow_last, int depth = 0,
                        bool keep_last = false, bool pin_last = false);
+  // Resolve into `out` (a fresh Walk): the hot callers (stat, open) keep
+  // the Walk in their frame instead of moving it through a Result.
+  Status ResolveTo(Walk* out, const Cred& c, uint64_t at, std::string_view path, bool follow_last, int depth = 0,
+                   bool keep_last = false, bool pin_last = false);
   // Records the exit of a walk leaving the pool; returns kLeavesPool.
   Status Leave(std::string path, int links, std::string_view link);
   // pin: take an open count on what `name` names, under the directory's
@@ -320,7 +336,8 @@ class FileSystem {
   bool IsAncestor(uint64_t anc, uint64_t d);
   Status FillStat(uint64_t ino, struct stat* st);
   // Opens what the walk found, after the checks of open(2) for `c`.
-  Status OpenExisting(const Cred& c, const Walk& w, int flags, std::shared_ptr<OpenFile>* out);
+  // On success `f` (fresh) holds the open; on failure it is closed.
+  Status OpenExisting(const Cred& c, const Walk& w, int flags, OpenFile* f);
   // The checks of open(2) on an inode for `c` (EACCES / EPERM).
   Status MayOpen(const Cred& c, const meta::format::Inode* in, int flags);
   // may_delete: `c` may remove `victim` from directory `dir` (write and

@@ -31,6 +31,8 @@
 #include <cstring>
 #include <string_view>
 
+#include "common/bytes.h"
+
 namespace mapfs::fs {
 
 class NameCache {
@@ -89,9 +91,20 @@ class NameCache {
     std::atomic<uint64_t> epoch{~uint64_t{0}}, dir{0}, ino{0}, len{0};
     std::atomic<uint64_t> name[kNameWords] = {};
   };
+  // The name in kNameWords words, zero-padded (name.size() <= kMaxName).
+  // Word by word, without memset and a variable-sized memcpy (two calls).
   static void Pack(std::string_view name, uint64_t* w) {
-    std::memset(w, 0, kNameWords * 8);
-    std::memcpy(w, name.data(), name.size());
+    const char* p = name.data();
+    size_t n = name.size();
+    for (int i = 0; i < kNameWords; i++, p += 8) {
+      if (n >= 8) {
+        std::memcpy(&w[i], p, 8);
+        n -= 8;
+      } else {
+        w[i] = LoadTail(p, n);
+        n = 0;
+      }
+    }
   }
   static int Index(uint64_t dir, const uint64_t* w, size_t len) {
     uint64_t h = dir * 0x9e3779b97f4a7c15ull ^ len;

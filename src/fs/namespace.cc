@@ -43,12 +43,16 @@ namespace {
 // the last walk that left the pool continues (valid while `left`).
 struct ChainState {
   int active = 0;  // LinkChains alive (a wrapper calling another nests them)
-  int start = 0;
   bool left = false;
   int links = 0;
   std::string exit;
 };
 thread_local ChainState chain;
+// The `start` of the thread's chain, which every walk reads: apart from
+// `chain` (whose string makes each access a TLS wrapper call and a
+// __tls_get_addr), initial-exec, one %fs-relative load. 4 bytes of the
+// static TLS surplus glibc keeps for dlopen'ed libraries (see cred.h).
+thread_local int chain_start __attribute__((tls_model("initial-exec"))) = 0;
 
 // `t` (one leading slash) is `prefix` or below it.
 bool UnderPrefix(std::string_view t, std::string_view prefix) {
@@ -65,7 +69,7 @@ LinkChain::~LinkChain() {
   if (--chain.active == 0) Restart(0);
 }
 void LinkChain::Restart(int links) {
-  chain.start = links;
+  chain_start = links;
   chain.left = false;
   chain.exit.clear();
 }
@@ -118,6 +122,14 @@ bool FileSystem::StillNames(uint64_t parent_root, const Walk& w, std::string_vie
 
 Result<FileSystem::Walk> FileSystem::Resolve(const Cred& cr, uint64_t at, std::string_view path, bool follow_last,
                                               int depth, bool keep_last, bool pin_last) {
+  Walk w;
+  Status st = ResolveTo(&w, cr, at, path, follow_last, depth, keep_last, pin_last);
+  if (!st.ok()) return st;
+  return Result<Walk>(std::move(w));
+}
+
+Status FileSystem::ResolveTo(Walk* out, const Cred& cr, uint64_t at, std::string_view path, bool follow_last,
+                             int depth, bool keep_last, bool pin_last) {
   if (path.empty()) return Status::Error(ENOENT, "empty path");
   // Only the caller's path is limited: a symlink's target spliced into the
   // rest of the path may grow past PATH_MAX (a link to itself plus more
@@ -127,21 +139,21 @@ Result<FileSystem::Walk> FileSystem::Resolve(const Cred& cr, uint64_t at, std::s
     // region: drop those other processes made stale first.
     mount_->vm().Sync();
     if (path.size() >= PATH_MAX) return Status::Error(ENAMETOOLONG, "path too long");
-    depth = chain.start;  // links followed before the path came into the pool
+    depth = chain_start;  // links followed before the path came into the pool
   }
   uint64_t cur = (path[0] == '/' || at == 0) ? meta::format::kRootIno : at;
   // Components are taken one at a time (no list is built): `at` is where
   // the next one starts, after any slashes.
   size_t at_comp = path.find_first_not_of('/');
   bool trailing = path.back() == '/';
-  Walk w;
+  Walk& w = *out;
   w.trailing_slash = trailing;
   if (at_comp == std::string_view::npos) {
     w.parent = cur;
     w.name.assign(1, '.');  // assign(1, c): GCC 12 -Wrestrict misfires on operator=(".")
     w.ino = cur;
     w.type = DT_DIR;
-    return w;
+    return Status::Ok();
   }
   while (at_comp != std::string_view::npos) {
     size_t end = std::min(path.find('/', at_comp), path.size());
@@ -159,9 +171,9 @@ Result<FileSystem::Walk> FileSystem::Resolve(const Cred& cr, uint64_t at, std::s
       // (Linux's order), so it gets the verdict in the Walk.
       if (!(last && keep_last)) return Status::Error(ENAMETOOLONG, "name too long");
       w.parent = cur;
-      w.name = std::string(c);
+      w.name.assign(c.data(), c.size());
       w.too_long = true;
-      return w;
+      return Status::Ok();
     }
     uint64_t child;
     uint8_t type;
@@ -193,9 +205,9 @@ Result<FileSystem::Walk> FileSystem::Resolve(const Cred& cr, uint64_t at, std::s
         if (!e.ok()) {
           if (e.status().code() == ENOENT && last) {
             w.parent = cur;
-            w.name = std::string(c);
+            if (w.name_use != Walk::NameUse::kNever) w.name.assign(c.data(), c.size());
             w.ino = 0;
-            return w;
+            return Status::Ok();
           }
           return e.status();
         }
@@ -221,16 +233,20 @@ Result<FileSystem::Walk> FileSystem::Resolve(const Cred& cr, uint64_t at, std::s
         if (!UnderPrefix(t, prefix_)) return Leave(std::move(rest), depth + 1, c);
         rest = t.size() == prefix_.size() ? std::string("/") : std::string(t.substr(prefix_.size()));
       }
-      return Resolve(cr, rest[0] == '/' ? meta::format::kRootIno : cur, rest, follow_last, depth + 1, keep_last,
-                     pin_last);
+      const Walk::NameUse use = w.name_use;
+      w = Walk{};  // the walk of the target starts afresh (nothing was pinned: a symlink)
+      w.name_use = use;
+      return ResolveTo(out, cr, rest[0] == '/' ? meta::format::kRootIno : cur, rest, follow_last, depth + 1,
+                       keep_last, pin_last);
     }
     if (last) {
       w.parent = cur;
-      w.name = std::string(c);
+      if (w.name_use == Walk::NameUse::kAlways || (w.name_use == Walk::NameUse::kUnlessPinned && !w.pinned))
+        w.name.assign(c.data(), c.size());
       w.ino = child;
       w.type = type;
       if (trailing && type != DT_DIR && !keep_last) return Status::Error(ENOTDIR, "not a directory");
-      return w;
+      return Status::Ok();
     }
     if (type != DT_DIR) return Status::Error(ENOTDIR, "not a directory");
     cur = child;

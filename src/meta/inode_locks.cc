@@ -89,7 +89,7 @@ bool InodeLocks::ReadersActive(uint32_t stripe) {
 // The stores of a reader go to this mount's own row only (open with the
 // rights closed, see row_open_); waiting stores nothing but may reap
 // (ReapDead opens the rights itself).
-void InodeLocks::ReadLock(uint32_t stripe) {
+void InodeLocks::ReadLockSlow(uint32_t stripe) {
   if (__builtin_expect(!row_open_, 0)) {
     medium::protection::Inside rights;
     ReadLockOwn(stripe);
@@ -109,12 +109,8 @@ void InodeLocks::ReadLockOwn(uint32_t stripe) {
   }
 }
 
-void InodeLocks::ReadUnlock(uint32_t stripe) {
-  if (__builtin_expect(!row_open_, 0)) {
-    medium::protection::Inside rights;
-    sh_->holds[me_ - 1][stripe].fetch_sub(1);
-    return;
-  }
+void InodeLocks::ReadUnlockSlow(uint32_t stripe) {
+  medium::protection::Inside rights;
   sh_->holds[me_ - 1][stripe].fetch_sub(1);
 }
 

@@ -47,8 +47,24 @@ class InodeLocks {
     uint64_t h = ino * 0x9e3779b97f4a7c15ull;
     return static_cast<uint32_t>(h >> 51) % kLockStripes;
   }
-  void ReadLock(uint32_t stripe);
-  void ReadUnlock(uint32_t stripe);
+  // Inline for the common case (this mount's row open, no writer): every
+  // stat and open takes and drops three read locks.
+  void ReadLock(uint32_t stripe) {
+    if (__builtin_expect(row_open_, 1)) {
+      auto& mine = sh_->holds[me_ - 1][stripe];
+      mine.fetch_add(1);
+      if (sh_->writer[stripe].load() == 0) return;
+      mine.fetch_sub(1);
+    }
+    ReadLockSlow(stripe);
+  }
+  void ReadUnlock(uint32_t stripe) {
+    if (__builtin_expect(row_open_, 1)) {
+      sh_->holds[me_ - 1][stripe].fetch_sub(1);
+      return;
+    }
+    ReadUnlockSlow(stripe);
+  }
   void WriteLock(uint32_t stripe);
   void WriteUnlock(uint32_t stripe);
 
@@ -76,6 +92,8 @@ class InodeLocks {
   bool ReadersActive(uint32_t stripe);
   void NoteSlot();
   void ReadLockOwn(uint32_t stripe);
+  void ReadLockSlow(uint32_t stripe);
+  void ReadUnlockSlow(uint32_t stripe);
   // Leaves row `slot` untagged (open) or tags it again (a fork's child
   // giving its parent's row back); sets row_open_.
   void SetRowOpen(uint32_t slot, bool open);

@@ -121,13 +121,9 @@ bool InodeTable::Valid(uint64_t ino) {
   return SegVoff(seg) != 0;
 }
 
-Inode* InodeTable::Get(uint64_t ino) {
-  // Valid(), with the segment found once: a namespace call asks a dozen
-  // times.
-  if (ino == 0 || ino >= kMaxInodes) return nullptr;
-  int seg = SegOf(ino);
-  uint64_t slot = ino - SegBase(seg);
-  if (slot < SegBitmapSlots(seg)) return nullptr;
+char* InodeTable::VmBase(vm::Vm* vm) { return vm->base(); }
+
+Inode* InodeTable::GetSlow(int seg, uint64_t slot) {
   uint64_t v = SegVoff(seg);
   if (v == 0) return nullptr;
   return reinterpret_cast<Inode*>(vm_->at(v + slot * kInodeSize));

@@ -43,8 +43,18 @@ class InodeTable {
   static Status Format(medium::Pool* pool, vm::Vm* vm, space::Partitions* space,
                        const std::function<Status(InodeTable*, MetaTx*)>& make_root);
 
-  // The inode, or nullptr when `ino` is outside every segment.
-  format::Inode* Get(uint64_t ino);
+  // The inode, or nullptr when `ino` is outside every segment. Inline: a
+  // stat or an open asks five or six times; a segment this process has
+  // mapped (seg_cache_) is a load, the first use of one maps it (GetSlow).
+  format::Inode* Get(uint64_t ino) {
+    if (ino == 0 || ino >= format::kMaxInodes) return nullptr;
+    int seg = format::SegOf(ino);
+    uint64_t slot = ino - format::SegBase(seg);
+    if (slot < format::SegBitmapSlots(seg)) return nullptr;
+    uint64_t v = seg_cache_[seg].load(std::memory_order_acquire);
+    if (__builtin_expect(v == 0, 0)) return GetSlow(seg, slot);
+    return reinterpret_cast<format::Inode*>(base_ + v + slot * format::kInodeSize);
+  }
   // Virtual offset of the inode's first byte (for MetaTx stores).
   uint64_t VoffOf(uint64_t ino) const;
   uint64_t super_voff() const { return super_; }
@@ -70,9 +80,11 @@ class InodeTable {
 
  private:
   InodeTable(medium::Pool* pool, vm::Vm* vm, space::Partitions* space, uint64_t super)
-      : pool_(pool), vm_(vm), space_(space), super_(super) {}
+      : pool_(pool), vm_(vm), space_(space), super_(super), base_(VmBase(vm)) {}
+  static char* VmBase(vm::Vm* vm);
   format::Superblock* sb() const;
   uint64_t SegVoff(int seg);
+  format::Inode* GetSlow(int seg, uint64_t slot);
   std::atomic<uint64_t>* BitmapWord(int seg, uint64_t slot);
   Status AddSegment(int seg);
   // One lock-free attempt of Reserve over the existing segments; ENOSPC
@@ -84,6 +96,7 @@ class InodeTable {
   vm::Vm* vm_;
   space::Partitions* space_;
   uint64_t super_;
+  char* base_;  // vm_->base(): fixed for the process's life (the reserved region)
   std::atomic<uint64_t> seg_cache_[format::kMaxSegments] = {};
 };
 
