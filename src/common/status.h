@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cerrno>
+#include <new>
 #include <string>
 #include <utility>
 
@@ -50,7 +51,9 @@ class [[nodiscard]] Status {
   std::string ToString() const;
 
  private:
-  Status(int code, std::string msg) : code_(code), msg_(new std::string(std::move(msg))) {}
+  // Without memory for the message the code still says what failed (no
+  // exception may leave the library through its C entry points).
+  Status(int code, std::string msg) : code_(code), msg_(new (std::nothrow) std::string(std::move(msg))) {}
   static const std::string& Empty();
   int code_ = 0;
   std::string* msg_ = nullptr;  // owned; null for OK

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <new>
 
 namespace mapfs::fs {
 
@@ -30,11 +31,19 @@ void LoadProcessGroups(void*, std::vector<gid_t>* out) {
 using detail::ThreadCred;
 thread_local ThreadCred tcred;
 
+// For a thread whose `tcred` was already destroyed (mapfs called from a
+// later thread_local's destructor): an object in trivially destructible
+// storage, built on demand and never destroyed (its group list leaks, once
+// per such thread). Touching `tcred` again there would use freed memory.
+thread_local bool tcred_dead = false;
+alignas(ThreadCred) thread_local unsigned char tcred_late[sizeof(ThreadCred)];
+
 ThreadCred& Mine() {
   ThreadCred* t = detail::tcred_fast;
   if (__builtin_expect(t != nullptr, 1)) return *t;
-  detail::tcred_fast = &tcred;
-  return tcred;
+  t = tcred_dead ? new (tcred_late) ThreadCred() : &tcred;
+  detail::tcred_fast = t;
+  return *t;
 }
 
 }  // namespace
@@ -42,7 +51,10 @@ ThreadCred& Mine() {
 namespace detail {
 __thread ThreadCred* tcred_fast __attribute__((tls_model("initial-exec"))) = nullptr;
 std::atomic<uint64_t> cred_generation{1};
-ThreadCred::~ThreadCred() { tcred_fast = nullptr; }
+ThreadCred::~ThreadCred() {
+  tcred_fast = nullptr;
+  if (this == &tcred) tcred_dead = true;
+}
 }  // namespace detail
 
 bool Cred::InGroup(gid_t g) const {

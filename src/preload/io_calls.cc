@@ -263,23 +263,6 @@ MAPFS_EXPORT int dup3(int oldfd, int newfd, int flags) { return Dup3(oldfd, newf
 
 // ---------------------------------------------------------------- read, write
 
-namespace {
-// The kernel's stores into maps of virtualized files (OvBeforeKernelStores
-// makes their pages writable first): a write-back on another thread may
-// protect a page again between that and the call, which then fails with
-// EFAULT (a kernel copy does not fault). Prepared again and retried; a
-// buffer that is really bad gets its EFAULT all the same. Without views it
-// is the plain call. (Not for receives: a datagram whose copy faulted is
-// gone, socket_calls.cc.)
-template <typename Prepare, typename Call>
-ssize_t KernelStores(Prepare prepare, Call call) {
-  for (int tries = 0;; tries++) {
-    prepare();
-    ssize_t r = call();
-    if (r >= 0 || errno != EFAULT || tries == 3 || !OvHasViews()) return r;
-  }
-}
-}  // namespace
 
 MAPFS_EXPORT ssize_t read(int fd, void* buf, size_t n) {
   if (DescRef d = MapfsFd(fd)) return ReadAt(*d, fd, buf, n, -1);

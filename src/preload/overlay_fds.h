@@ -117,6 +117,22 @@ int OvProtectViews(void* addr, size_t len, int prot, int pkey = -1);
 void OvBeforeKernelStores(void* buf, size_t n);
 void OvBeforeKernelStores(const struct iovec* iov, int cnt);
 
+// The kernel's stores into maps of virtualized files (OvBeforeKernelStores
+// makes their pages writable first): a write-back on another thread may
+// protect a page again between that and the call, which then fails with
+// EFAULT (a kernel copy does not fault). Prepared again and retried; a
+// buffer that is really bad gets its EFAULT all the same. Without views it
+// is the plain call. (Not for receives: a datagram whose copy faulted is
+// gone, socket_calls.cc.)
+template <typename Prepare, typename Call>
+ssize_t KernelStores(Prepare prepare, Call call) {
+  for (int tries = 0;; tries++) {
+    prepare();
+    ssize_t r = call();
+    if (r >= 0 || errno != EFAULT || tries == 3 || !OvHasViews()) return r;
+  }
+}
+
 // Descriptors of virtualized files reached by a process through the kernel
 // only: adopted again (overlay_inherit.cc). At load, for those inherited
 // across exec; in a fork child, for those the parent had (`fds` each

@@ -159,16 +159,15 @@ using mapfs::Status;
 
 // ---------------------------------------------------------------- stat
 // The kernel's answers are stored into the program's buffer, which may lie
-// in a tracked map of a virtualized file: prepared first (as read's), or
-// the kernel would fail with EFAULT on a clean page.
+// in a tracked map of a virtualized file: prepared first and retried (as
+// read's, KernelStores), or the kernel would fail with EFAULT on a clean page.
 
 MAPFS_EXPORT int stat(const char* path, struct stat* st) {
   return FollowOut(AT_FDCWD, path, true, [&](int, const char* p) {
     Route k;
     int r = StatAt(AT_FDCWD, p, st, 0, &k);
     if (r != -2) return r;
-    OvBeforeKernelStores(st, sizeof *st);
-    r = REAL(stat)(k.Kernel(p), st);
+    r = static_cast<int>(KernelStores([&] { OvBeforeKernelStores(st, sizeof *st); }, [&] { return REAL(stat)(k.Kernel(p), st); }));
     if (r == 0) OvFixStat(st, AT_FDCWD, k.Kernel(p));
     return r;
   });
@@ -179,8 +178,7 @@ MAPFS_EXPORT int lstat(const char* path, struct stat* st) {
     Route k;
     int r = StatAt(AT_FDCWD, p, st, AT_SYMLINK_NOFOLLOW, &k);
     if (r != -2) return r;
-    OvBeforeKernelStores(st, sizeof *st);
-    r = REAL(lstat)(k.Kernel(p), st);
+    r = static_cast<int>(KernelStores([&] { OvBeforeKernelStores(st, sizeof *st); }, [&] { return REAL(lstat)(k.Kernel(p), st); }));
     if (r == 0) OvFixStat(st, AT_FDCWD, k.Kernel(p));
     return r;
   });
@@ -189,8 +187,7 @@ MAPFS_EXPORT int lstat64(const char* path, struct stat64* st) { return lstat(pat
 MAPFS_EXPORT int fstat(int fd, struct stat* st) {
   int r = FstatFd(fd, st);
   if (r != -2) return r;
-  OvBeforeKernelStores(st, sizeof *st);
-  r = REAL(fstat)(fd, st);
+  r = static_cast<int>(KernelStores([&] { OvBeforeKernelStores(st, sizeof *st); }, [&] { return REAL(fstat)(fd, st); }));
   if (r == 0) OvFixStat(st, fd, nullptr);
   return r;
 }
@@ -200,8 +197,8 @@ MAPFS_EXPORT int fstatat(int dirfd, const char* path, struct stat* st, int flags
     Route k;
     int r = StatAt(d, p, st, flags, &k);
     if (r != -2) return r;
-    OvBeforeKernelStores(st, sizeof *st);
-    r = REAL(fstatat)(d, k.Kernel(p), st, flags);
+    r = static_cast<int>(
+        KernelStores([&] { OvBeforeKernelStores(st, sizeof *st); }, [&] { return REAL(fstatat)(d, k.Kernel(p), st, flags); }));
     if (r == 0) OvFixStat(st, d, k.Kernel(p));
     return r;
   });
@@ -229,8 +226,8 @@ MAPFS_EXPORT int statx(int dirfd, const char* path, int flags, unsigned mask, st
     Route k;
     int r = StatAt(d, p, &st, flags, &k);
     if (r == -2) {
-      OvBeforeKernelStores(x, x != nullptr ? sizeof *x : 0);
-      r = REAL(statx)(d, k.Kernel(p), flags, mask, x);
+      r = static_cast<int>(KernelStores([&] { OvBeforeKernelStores(x, x != nullptr ? sizeof *x : 0); },
+                                        [&] { return REAL(statx)(d, k.Kernel(p), flags, mask, x); }));
       if (r == 0 && x != nullptr) OvFixStatx(x, d, k.Kernel(p));
       return r;
     }

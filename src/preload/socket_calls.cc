@@ -210,7 +210,10 @@ MAPFS_EXPORT ssize_t recvmsg(int fd, msghdr* msg, int flags) {
 }
 // The same for every message of the vector, and each entry's msg_len.
 MAPFS_EXPORT int recvmmsg(int fd, mmsghdr* vec, unsigned int vlen, int flags, struct timespec* timeout) {
-  if (OvHasViews() && vec != nullptr) PrepareReceive(&vec->msg_hdr, vlen, sizeof *vec);
+  if (OvHasViews()) {
+    if (vec != nullptr) PrepareReceive(&vec->msg_hdr, vlen, sizeof *vec);
+    OvBeforeKernelStores(timeout, timeout != nullptr ? sizeof *timeout : 0);  // the time left, stored last
+  }
   return REAL(recvmmsg)(fd, vec, vlen, flags, timeout);
 }
 
