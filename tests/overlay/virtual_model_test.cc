@@ -160,6 +160,47 @@ TEST(VirtualModel, RewritesReuseSupersededBlocksBeforeTheFileGrows) {
   EXPECT_TRUE(CheckFile(path, &report).ok()) << report;
 }
 
+TEST(VirtualModel, ALargeWriteOverScatteredFreeBlocksGrowsInsteadOfFailing) {
+  // Free space made of single blocks only: every other block of the file
+  // rewritten (the new copies fill the slack growth left), the slack then
+  // used up exactly by an append, and a GC frees the old copies. A 1 MiB
+  // commit then finds 256 pieces, more runs than one commit records: it
+  // must take fresh space past the end, not fail with ENOSPC.
+  TempDir dir;
+  std::string path = dir.File("f");
+  ASSERT_TRUE(MakeVirtual(path, FormatOptions{16384, 1u << 16, 1u << 18}));
+  auto f = OpenVirtual(path, true, Mode::kPosix);
+  ASSERT_TRUE(f.ok());
+  const uint64_t blocks = 1025;  // growth doubles to 2048: ~1023 blocks of slack
+  std::string model(blocks * 4096, 'a');
+  ASSERT_TRUE((*f)->Pwrite(model.data(), model.size(), 0).ok());
+  std::string c(4096, 'b');
+  for (uint64_t b = 0; b < blocks; b += 2) {
+    ASSERT_TRUE((*f)->Pwrite(c.data(), c.size(), b * 4096).ok());
+    std::memcpy(model.data() + b * 4096, c.data(), c.size());
+  }
+  const uint64_t data_start = (*f)->header().data_start;
+  struct stat st {};
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  const uint64_t used = blocks + (blocks + 1) / 2;  // the content and the superseded copies
+  const uint64_t phys = static_cast<uint64_t>(st.st_size) / 4096 - data_start;
+  ASSERT_GT(phys, used) << "no slack left to use up";
+  std::string fill((phys - used) * 4096, 'f');
+  ASSERT_TRUE((*f)->Pwrite(fill.data(), fill.size(), model.size()).ok());
+  model += fill;
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  ASSERT_EQ(static_cast<uint64_t>(st.st_size) / 4096 - data_start, phys) << "the append grew the file";
+  ASSERT_TRUE((*f)->Gc(true).ok());
+  std::string big(1 << 20, 'z');
+  auto w = (*f)->Pwrite(big.data(), big.size(), 0);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  std::memcpy(model.data(), big.data(), big.size());
+  ASSERT_EQ(ReadAll(**f), model);
+  f->reset();
+  std::string report;
+  EXPECT_TRUE(CheckFile(path, &report).ok()) << report;
+}
+
 TEST(VirtualModel, ReadOnlyAttachSeesContentAndRefusesWrites) {
   TempDir dir;
   std::string path = dir.File("f");

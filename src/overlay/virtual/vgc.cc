@@ -53,11 +53,13 @@ Status VFile::Alloc(uint32_t n, uint32_t* runs_phys, uint32_t* runs_len, uint32_
   *nruns = 0;
   uint32_t need = n;
   bool checkpointed = false;
+  bool fragmented = false;  // gave back a scattered allocation and grew (below)
   auto give_back = [&]() {
     for (uint32_t r = 0; r < *nruns; r++) Free(runs_phys[r], runs_len[r]);
     *nruns = 0;
   };
   for (;;) {
+    bool restart = false;
     uint64_t pe = persist::Load64(&sh->phys_end);
     uint64_t words = (pe + 63) / 64, first = hdr_.data_start / 64;  // data_start is 512-aligned
     uint64_t span = words > first ? words - first : 0;  // 0 until the first growth
@@ -80,9 +82,19 @@ Status VFile::Alloc(uint32_t n, uint32_t* runs_phys, uint32_t* runs_len, uint32_
           runs_len[*nruns - 1] += len;
         } else {
           if (*nruns == max_runs) {
+            // Free space in more pieces than one commit records (single
+            // blocks left by rewrites): give it back and take fresh space
+            // past the end in one piece instead, once per call.
             Free(static_cast<uint32_t>(phys), len);
             give_back();
-            return Status::Error(ENOSPC, "virtual: free space too fragmented for one commit");
+            if (fragmented) return Status::Error(ENOSPC, "virtual: free space too fragmented for one commit");
+            fragmented = true;
+            Status st = Grow(true);
+            if (!st.ok()) return st;
+            std::atomic_ref<uint64_t>(sh->alloc_hint).store(pe, std::memory_order_relaxed);
+            need = n;
+            restart = true;
+            break;
           }
           runs_phys[*nruns] = static_cast<uint32_t>(phys);
           runs_len[*nruns] = len;
@@ -91,7 +103,9 @@ Status VFile::Alloc(uint32_t n, uint32_t* runs_phys, uint32_t* runs_len, uint32_
         need -= len;
         std::atomic_ref<uint64_t>(sh->alloc_hint).store(phys + len, std::memory_order_relaxed);
       }
+      if (restart) break;
     }
+    if (restart) continue;  // scan again, from the new space
     if (need == 0) return Status::Ok();
     // Blocks waiting in limbo for readers to move on come before growth.
     size_t before = 0;
