@@ -4,14 +4,9 @@
 
 namespace mapfs {
 
-const std::string& Status::Empty() {
-  static const std::string* empty = new std::string();  // never destroyed: a Status may outlive statics
-  return *empty;
-}
-
 std::string Status::ToString() const {
   if (ok()) return "OK";
-  std::string s = message();
+  std::string s = msg_;
   s += " (";
   s += std::strerror(code_);
   s += ")";

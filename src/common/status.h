@@ -6,7 +6,6 @@
 #pragma once
 
 #include <cerrno>
-#include <new>
 #include <string>
 #include <utility>
 
@@ -20,43 +19,15 @@ class [[nodiscard]] Status {
   // Convenience for the most common system-call failure: errno plus context.
   static Status FromErrno(const std::string& what) { return Status(errno ? errno : EIO, what); }
 
-  // The message lives on the heap, only for errors: an OK Status is two
-  // words that move by copying them (a std::string member made every move
-  // of a Status, and of every Result, a call to memcpy for its inline
-  // buffer; a stat returns through a dozen of them).
-  Status(const Status& o) : code_(o.code_), msg_(o.msg_ ? new std::string(*o.msg_) : nullptr) {}
-  Status(Status&& o) noexcept : code_(o.code_), msg_(o.msg_) {
-    o.code_ = 0;
-    o.msg_ = nullptr;
-  }
-  Status& operator=(const Status& o) {
-    if (this != &o) *this = Status(o);
-    return *this;
-  }
-  Status& operator=(Status&& o) noexcept {
-    if (this != &o) {
-      delete msg_;
-      code_ = o.code_;
-      msg_ = o.msg_;
-      o.code_ = 0;
-      o.msg_ = nullptr;
-    }
-    return *this;
-  }
-  ~Status() { delete msg_; }
-
   bool ok() const { return code_ == 0; }
   int code() const { return code_; }
-  const std::string& message() const { return msg_ ? *msg_ : Empty(); }
+  const std::string& message() const { return msg_; }
   std::string ToString() const;
 
  private:
-  // Without memory for the message the code still says what failed (no
-  // exception may leave the library through its C entry points).
-  Status(int code, std::string msg) : code_(code), msg_(new (std::nothrow) std::string(std::move(msg))) {}
-  static const std::string& Empty();
+  Status(int code, std::string msg) : code_(code), msg_(std::move(msg)) {}
   int code_ = 0;
-  std::string* msg_ = nullptr;  // owned; null for OK
+  std::string msg_;
 };
 
 // Result<T>: a value or a Status. Small, no exceptions.
