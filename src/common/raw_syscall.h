@@ -9,6 +9,10 @@
 
 #include <cerrno>
 
+#if !defined(__x86_64__)
+#error "RawSyscall is written for x86-64 (the registers of its system call convention)"
+#endif
+
 namespace mapfs {
 
 // Result of system call `n`, or -1 with errno set, as syscall() returns it.
