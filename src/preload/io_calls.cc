@@ -263,7 +263,6 @@ MAPFS_EXPORT int dup3(int oldfd, int newfd, int flags) { return Dup3(oldfd, newf
 
 // ---------------------------------------------------------------- read, write
 
-
 MAPFS_EXPORT ssize_t read(int fd, void* buf, size_t n) {
   if (DescRef d = MapfsFd(fd)) return ReadAt(*d, fd, buf, n, -1);
   if (OvRef o = OverlayFd(fd)) return OvRead(*o, fd, buf, n, -1);

@@ -150,6 +150,15 @@ bool TvToTs(const struct timeval* tv, struct timespec ts[2]) {
   return true;
 }
 
+// A stat-family call of the kernel: its answer is stored into the program's
+// buffer, which may lie in a tracked map of a virtualized file, so the
+// buffer is prepared first and the call retried as read's (KernelStores),
+// or the kernel would fail with EFAULT on a clean page.
+template <typename T, typename Call>
+int KernelStat(T* buf, Call call) {
+  return static_cast<int>(KernelStores([&] { OvBeforeKernelStores(buf, buf != nullptr ? sizeof *buf : 0); }, call));
+}
+
 }  // namespace
 }  // namespace mapfs::preload
 
@@ -158,16 +167,13 @@ namespace fs = mapfs::fs;
 using mapfs::Status;
 
 // ---------------------------------------------------------------- stat
-// The kernel's answers are stored into the program's buffer, which may lie
-// in a tracked map of a virtualized file: prepared first and retried (as
-// read's, KernelStores), or the kernel would fail with EFAULT on a clean page.
 
 MAPFS_EXPORT int stat(const char* path, struct stat* st) {
   return FollowOut(AT_FDCWD, path, true, [&](int, const char* p) {
     Route k;
     int r = StatAt(AT_FDCWD, p, st, 0, &k);
     if (r != -2) return r;
-    r = static_cast<int>(KernelStores([&] { OvBeforeKernelStores(st, sizeof *st); }, [&] { return REAL(stat)(k.Kernel(p), st); }));
+    r = KernelStat(st, [&] { return REAL(stat)(k.Kernel(p), st); });
     if (r == 0) OvFixStat(st, AT_FDCWD, k.Kernel(p));
     return r;
   });
@@ -178,7 +184,7 @@ MAPFS_EXPORT int lstat(const char* path, struct stat* st) {
     Route k;
     int r = StatAt(AT_FDCWD, p, st, AT_SYMLINK_NOFOLLOW, &k);
     if (r != -2) return r;
-    r = static_cast<int>(KernelStores([&] { OvBeforeKernelStores(st, sizeof *st); }, [&] { return REAL(lstat)(k.Kernel(p), st); }));
+    r = KernelStat(st, [&] { return REAL(lstat)(k.Kernel(p), st); });
     if (r == 0) OvFixStat(st, AT_FDCWD, k.Kernel(p));
     return r;
   });
@@ -187,7 +193,7 @@ MAPFS_EXPORT int lstat64(const char* path, struct stat64* st) { return lstat(pat
 MAPFS_EXPORT int fstat(int fd, struct stat* st) {
   int r = FstatFd(fd, st);
   if (r != -2) return r;
-  r = static_cast<int>(KernelStores([&] { OvBeforeKernelStores(st, sizeof *st); }, [&] { return REAL(fstat)(fd, st); }));
+  r = KernelStat(st, [&] { return REAL(fstat)(fd, st); });
   if (r == 0) OvFixStat(st, fd, nullptr);
   return r;
 }
@@ -197,8 +203,7 @@ MAPFS_EXPORT int fstatat(int dirfd, const char* path, struct stat* st, int flags
     Route k;
     int r = StatAt(d, p, st, flags, &k);
     if (r != -2) return r;
-    r = static_cast<int>(
-        KernelStores([&] { OvBeforeKernelStores(st, sizeof *st); }, [&] { return REAL(fstatat)(d, k.Kernel(p), st, flags); }));
+    r = KernelStat(st, [&] { return REAL(fstatat)(d, k.Kernel(p), st, flags); });
     if (r == 0) OvFixStat(st, d, k.Kernel(p));
     return r;
   });
@@ -226,8 +231,7 @@ MAPFS_EXPORT int statx(int dirfd, const char* path, int flags, unsigned mask, st
     Route k;
     int r = StatAt(d, p, &st, flags, &k);
     if (r == -2) {
-      r = static_cast<int>(KernelStores([&] { OvBeforeKernelStores(x, x != nullptr ? sizeof *x : 0); },
-                                        [&] { return REAL(statx)(d, k.Kernel(p), flags, mask, x); }));
+      r = KernelStat(x, [&] { return REAL(statx)(d, k.Kernel(p), flags, mask, x); });
       if (r == 0 && x != nullptr) OvFixStatx(x, d, k.Kernel(p));
       return r;
     }
