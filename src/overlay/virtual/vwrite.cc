@@ -135,13 +135,44 @@ Result<size_t> VFile::WriteOnce(const char* buf, size_t n, uint64_t off, const u
     for (uint32_t r = 0; r < a.nruns; r++) Free(a.phys[r], a.len[r]);
     if (rec != 0) Free(rec, 1);
   };
-  for (uint32_t r = 0; r < a.nruns; r++) Touch(a.phys[r], a.len[r]);
   if (rec != 0) Touch(rec);
-  // The caller's bytes.
-  for (uint32_t i = 0; i < nb; i++) {
+  // The caller's bytes: block i of the write through the map.
+  auto copy_in = [&](uint32_t i) {
     uint64_t blk = (b0 + i) * kBlockSize;
     uint64_t from = std::max(off, blk), to = std::min(off + n, blk + kBlockSize);
     CopyData(base_ + uint64_t{a.At(i)} * kBlockSize + (from - blk), buf + (from - off), to - from);
+  };
+  // Whole blocks of a run of fresh blocks by pwrite, one call per run,
+  // without mapping them here (vfile.h, pwrite_data_); the rest, and a
+  // partial first or last block (the read-modify-write below copies into
+  // it through the map), through the map.
+  const uint64_t fresh = pwrite_data_ ? fresh_.load(std::memory_order_relaxed) : ~uint64_t{0};
+  uint32_t lo = 0;
+  for (uint32_t r = 0; r < a.nruns; r++) {
+    const uint32_t hi = lo + a.len[r];  // blocks [lo, hi) of the write are run r
+    const uint32_t wlo = lo + (lo == 0 && head_partial ? 1 : 0);
+    const uint32_t whi = hi - (hi == nb && tail_partial ? 1 : 0);
+    if (a.phys[r] >= fresh && wlo < whi) {
+      Status st = WriteBlocks(uint64_t{a.phys[r]} + (wlo - lo), buf + ((b0 + wlo) * kBlockSize - off),
+                              size_t{whi - wlo} * kBlockSize);
+      if (!st.ok()) {
+        release();
+        return st;
+      }
+      RaiseFresh(uint64_t{a.phys[r]} + a.len[r]);
+      if (wlo > lo) {
+        Touch(a.phys[r]);
+        copy_in(lo);
+      }
+      if (whi < hi) {
+        Touch(a.phys[r] + a.len[r] - 1);
+        copy_in(hi - 1);
+      }
+    } else {
+      Touch(a.phys[r], a.len[r]);
+      for (uint32_t i = lo; i < hi; i++) copy_in(i);
+    }
+    lo = hi;
   }
   if (!inline_entry) {
     alignas(64) char rb[kBlockSize];
