@@ -173,6 +173,8 @@ class VFile {
   // file, one madvise(MADV_POPULATE_*) fills it from the last populated
   // block up to the chunk's end or phys_end, instead of a page fault per
   // 4 KiB block (copy-on-write touches a fresh block on every write).
+  // With pwrite_data_, not past max(phys+n, fresh_): fresh blocks stay
+  // unpopulated (and unzeroed) for their pwrite.
   void Touch(uint64_t phys, uint64_t n = 1);
   // Per chunk: how many of its blocks, from its start, are populated.
   std::unique_ptr<std::atomic<uint16_t>[]> populated_;
