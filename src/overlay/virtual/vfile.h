@@ -231,7 +231,8 @@ class VFile {
   // bytes; the commit CAS comes after pwrite returns, and fdatasync covers
   // both kinds of store, so the log protocol and every mode are unchanged.
   // Never on DAX (the map is the medium, stores are the cheap path).
-  // Only for fresh blocks (at or past fresh_): a block the kernel already
+  // Only for fresh blocks (at or past fresh_) of content past the end
+  // (appends; vwrite.cc says why not rewrites): a block the kernel already
   // filled is cheaper to store into through the map (a 4 KiB pwrite costs
   // ~1.7 us here, a populated block's copy ~0.3).
   bool pwrite_data_ = false;
