@@ -7,6 +7,7 @@
 #include <linux/magic.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "common/crc32c.h"
+#include "common/raw_syscall.h"
 #include "medium/persist.h"
 
 namespace mapfs::overlay::vrt {
@@ -232,7 +234,10 @@ void VFile::Touch(uint64_t phys, uint64_t n) {
 Status VFile::WriteBlocks(uint64_t phys, const char* src, size_t len) const {
   off_t at = static_cast<off_t>(phys * kBlockSize);
   for (size_t done = 0; done < len;) {
-    ssize_t w = pwrite(fd_, src + done, len - done, at + static_cast<off_t>(done));
+    // The kernel's pwrite, not the shim's wrapper (under LD_PRELOAD the
+    // engine's own descriptor needs no routing).
+    long w = RawSyscall(SYS_pwrite64, fd_, reinterpret_cast<long>(src + done), static_cast<long>(len - done),
+                        static_cast<long>(at + static_cast<off_t>(done)));
     if (w < 0 && errno == EINTR) continue;
     if (w < 0) return Status::FromErrno("virtual: pwrite of data blocks");
     if (w == 0) return Status::Error(EIO, "virtual: pwrite of data blocks wrote nothing");
