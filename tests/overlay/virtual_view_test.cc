@@ -46,6 +46,16 @@ std::string Perms(const void* p) {
   return "";
 }
 
+// The process's private anonymous memory in KiB (/proc/self/smaps_rollup).
+long AnonymousKb() {
+  std::ifstream in("/proc/self/smaps_rollup");
+  std::string key;
+  long kb = -1;
+  while (in >> key)
+    if (key == "Anonymous:" && in >> kb) return kb;
+  return -1;
+}
+
 class VirtualView : public ::testing::Test {
  protected:
   // Every writable shared map is tracked here (vview.h: by default a
@@ -477,6 +487,66 @@ TEST_F(VirtualView, TruncateZeroesTheMapAndStoresPastTheEndAreDropped) {
   EXPECT_EQ(Read(*f, 26 * 4096, 1), "G");
   ASSERT_TRUE(engine_->UnmapViews(p, content.size()).ok());
   ASSERT_EQ(::munmap(p, content.size()), 0);
+}
+
+// A shared map made through a read-only description keeps no twin (it can
+// never be stored into): it still shows the process's writes and
+// truncates, through partial unmaps and after a fork, and a read-only
+// descriptor's read never writes anything back.
+TEST_F(VirtualView, ReadOnlyMapsFollowWritesWithoutATwin) {
+  auto rw = Open("rv", O_RDWR | O_CREAT);
+  std::string content(40 * 4096, 'o');
+  ASSERT_TRUE(rw->Pwrite(content.data(), content.size(), 0).ok());
+  auto ro = Open("rv", O_RDONLY);
+  auto m = ro->Map(nullptr, content.size(), PROT_READ, MAP_SHARED, 0);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  char* p = static_cast<char*>(*m);
+  EXPECT_EQ(std::string(p, content.size()), content);
+  ASSERT_TRUE(rw->Pwrite("AB", 2, 4095).ok());  // across two pages
+  EXPECT_EQ(std::string(p + 4095, 2), "AB");
+  // Cut pages 10..11: both sides follow later writes.
+  ASSERT_TRUE(engine_->UnmapViews(p + 10 * 4096, 2 * 4096).ok());
+  ASSERT_EQ(::munmap(p + 10 * 4096, 2 * 4096), 0);
+  ASSERT_TRUE(rw->Pwrite("L", 1, 9 * 4096).ok());
+  ASSERT_TRUE(rw->Pwrite("R", 1, 30 * 4096).ok());
+  EXPECT_EQ(p[9 * 4096], 'L');
+  EXPECT_EQ(p[30 * 4096], 'R');
+  // A fork child's write shows in the shared pages; the parent's read
+  // through the read-only descriptor returns the file's bytes and writes
+  // nothing back.
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) ::_exit(rw->Pwrite("C", 1, 20 * 4096).ok() && p[20 * 4096] == 'C' ? 0 : 1);
+  int st = 0;
+  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  EXPECT_EQ(p[20 * 4096], 'C');
+  EXPECT_EQ(Read(*ro, 20 * 4096, 1), "C");
+  EXPECT_EQ(Read(*ro, 0, 4), "oooo");
+  // A truncate zeroes both pieces past the new end (whole pages released).
+  ASSERT_TRUE(rw->Truncate(5000).ok());
+  EXPECT_EQ(p[4096], 'B');
+  EXPECT_EQ(p[5000], '\0');
+  EXPECT_EQ(p[9 * 4096], '\0');
+  EXPECT_EQ(p[30 * 4096], '\0');
+  ASSERT_TRUE(engine_->UnmapViews(p, content.size()).ok());
+  ASSERT_EQ(::munmap(p, content.size()), 0);
+  EXPECT_FALSE(engine_->HasViews());
+  EXPECT_EQ(*rw->Size(), 5000u);
+
+  // What a read-only map costs: its copy, and no private twin of it.
+  std::string big(8 << 20, 'b');
+  ASSERT_TRUE(rw->Pwrite(big.data(), big.size(), 0).ok());
+  long before = AnonymousKb();
+  m = ro->Map(nullptr, big.size(), PROT_READ, MAP_SHARED, 0);
+  ASSERT_TRUE(m.ok());
+  long after = AnonymousKb();
+  ASSERT_GE(before, 0);
+  EXPECT_LT(after - before, 2048) << "KiB of private memory for an 8 MiB read-only map";
+  p = static_cast<char*>(*m);
+  EXPECT_EQ(p[(8 << 20) - 1], 'b');
+  ASSERT_TRUE(engine_->UnmapViews(p, big.size()).ok());
+  ASSERT_EQ(::munmap(p, big.size()), 0);
 }
 
 TEST_F(VirtualView, AForkChildsStoresReachTheFile) {

@@ -99,8 +99,9 @@ Status ViewList::WriteBack(uint64_t lo, uint64_t hi) {
   for (auto& v : views_) {
     // Untracked: read-only views hold no store; writable ones (and every
     // view older than the last fork) are compared whole.
+    // Views without a twin can hold no store of this process's (below).
     bool whole = v->epoch != epoch || (v->track == nullptr && v->writable);
-    if (!whole && (v->track == nullptr || !v->track->AnyDirty())) continue;
+    if (v->twin == nullptr || (!whole && (v->track == nullptr || !v->track->AnyDirty()))) continue;
     uint64_t a = std::max(lo, v->off), b = std::min(hi, v->off + v->len);
     if (a >= b) continue;
     size_t from = static_cast<size_t>(a - v->off) / Page() * Page();
@@ -130,7 +131,7 @@ void ViewList::Written(const void* buf, uint64_t off, uint64_t n) {
     if (a >= b) continue;
     const char* src = static_cast<const char*>(buf) + (a - off);
     std::memcpy(v->alias + (a - v->off), src, b - a);
-    std::memcpy(v->twin + (a - v->off), src, b - a);
+    if (v->twin != nullptr) std::memcpy(v->twin + (a - v->off), src, b - a);
     v->zero_from = std::max(v->zero_from, static_cast<size_t>(b - v->off));
   }
 }
@@ -156,10 +157,11 @@ void ViewList::Truncated(uint64_t size) {
     end = RoundUp(end);
     size_t whole = end - from <= kZeroByHand ? end : std::min(RoundUp(from), end);
     std::memset(v->alias + from, 0, whole - from);
-    std::memset(v->twin + from, 0, whole - from);
+    if (v->twin != nullptr) std::memset(v->twin + from, 0, whole - from);
     if (whole == end) continue;
     if (RawAdvise(v->alias + whole, end - whole, MADV_REMOVE) != 0) std::memset(v->alias + whole, 0, end - whole);
-    if (RawAdvise(v->twin + whole, end - whole, MADV_DONTNEED) != 0) std::memset(v->twin + whole, 0, end - whole);
+    if (v->twin != nullptr && RawAdvise(v->twin + whole, end - whole, MADV_DONTNEED) != 0)
+      std::memset(v->twin + whole, 0, end - whole);
   }
 }
 
@@ -226,17 +228,27 @@ Result<void*> ViewRegistry::Map(const std::shared_ptr<VFile>& f, const std::shar
   v->epoch = ForkEpoch();
   v->may_write = may_write;
   Status s = Status::Ok();
+  // A view mapped through a description not open for writing can never
+  // be stored into by this process (PROT_WRITE is refused, here and at
+  // mprotect: Protect) and the kernel's stores into a read-only page fail
+  // as they would on a kernel map, so its alias changes only with the
+  // file's own writes (Written, Truncated): it needs no twin and is never
+  // compared. (A fork child's write() reaches the shared alias too; the
+  // child's write is already in the file, so skipping it is right.) That
+  // saves a copy of the whole range and its fresh pages, per map of a
+  // table LevelDB reads (docs/OVERLAY.md "Read-only views").
+  const bool twin = may_write || (prot & PROT_WRITE) != 0;
   if (ftruncate(mfd, static_cast<off_t>(L)) != 0) s = Status::FromErrno("ftruncate");
   if (s.ok()) {
     void* a = mmap(nullptr, L, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
-    void* t = mmap(nullptr, L, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void* t = twin ? mmap(nullptr, L, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) : nullptr;
     if (a != MAP_FAILED) v->alias = static_cast<char*>(a);
     if (t != MAP_FAILED) v->twin = static_cast<char*>(t);
     if (a == MAP_FAILED || t == MAP_FAILED) s = Status::FromErrno("mmap");
   }
   if (s.ok()) s = Fill(*f, v->alias, L, off, &v->zero_from);
   if (s.ok()) {
-    std::memcpy(v->twin, v->alias, L);
+    if (twin) std::memcpy(v->twin, v->alias, L);
     // Writable: past the file's first views (TrackFrom), mapped clean
     // (write-protected) and tracked; otherwise, or if it cannot be tracked,
     // given PROT_WRITE and compared whole.
@@ -358,7 +370,7 @@ Status ViewRegistry::Unmap(void* addr, size_t len) {
       auto right = std::make_shared<View>();
       right->addr = v.addr + cut_hi;
       right->alias = v.alias + cut_hi;
-      right->twin = v.twin + cut_hi;
+      right->twin = v.twin != nullptr ? v.twin + cut_hi : nullptr;
       right->len = v.len - cut_hi;
       right->off = v.off + cut_hi;
       right->f = v.f;
@@ -373,7 +385,7 @@ Status ViewRegistry::Unmap(void* addr, size_t len) {
       ++it;
     }
     munmap(v.alias + cut_lo, cut_hi - cut_lo);
-    munmap(v.twin + cut_lo, cut_hi - cut_lo);
+    if (v.twin != nullptr) munmap(v.twin + cut_lo, cut_hi - cut_lo);
     if (cut_lo > 0) {
       v.len = cut_lo;
       v.zero_from = std::min(v.zero_from, cut_lo);
