@@ -74,6 +74,12 @@ class VFile {
   VFile& operator=(const VFile&) = delete;
 
   Result<size_t> Pread(void* buf, size_t n, uint64_t off);
+  // Content [off, off+n) into the file `out` at out_off, copied by the
+  // kernel (no page of either file mapped here; see vview.cc, Fill): what
+  // Pread would return; holes are left unwritten in `out` (which must read
+  // zeros there: a fresh file). The count copied (short at the end), or
+  // the kernel's error.
+  Result<size_t> CopyOut(int out, uint64_t out_off, size_t n, uint64_t off);
   Result<size_t> Pwrite(const void* buf, size_t n, uint64_t off);
   Result<uint64_t> Append(const void* buf, size_t n);
   Result<uint64_t> Size();

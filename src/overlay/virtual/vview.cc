@@ -57,6 +57,26 @@ Status Fill(VFile& f, char* dst, size_t len, uint64_t off, size_t* filled = null
   return Status::Ok();
 }
 
+// The same into the fresh memfd `mfd` of a shared view, copied by the
+// kernel (VFile::CopyOut): no page of the file or of the memfd is mapped
+// here for it, whole pages are not zeroed first, and the application's
+// map then faults in only the pages it touches, as a kernel map of a file
+// would. (Filling through the alias cost a zeroed page, a page-table entry
+// in the alias and one in the engine's map of the file for every page of
+// the range, read or not: LevelDB maps each table whole and reads a few
+// blocks of it.)
+Status FillFd(VFile& f, int mfd, size_t len, uint64_t off, size_t* filled) {
+  size_t done = 0;
+  while (done < len) {
+    auto r = f.CopyOut(mfd, done, len - done, off + done);
+    if (!r.ok()) return r.status();
+    if (*r == 0) break;  // the end: the rest stays zero (a fresh memfd)
+    done += *r;
+  }
+  *filled = done;
+  return Status::Ok();
+}
+
 // Writes back the stores made through v in its byte range [from, to)
 // (page multiples): per page, the bytes from the first to the last that
 // differ from the twin, clamped to the content's size (stores past the end
@@ -246,7 +266,7 @@ Result<void*> ViewRegistry::Map(const std::shared_ptr<VFile>& f, const std::shar
     if (t != MAP_FAILED) v->twin = static_cast<char*>(t);
     if (a == MAP_FAILED || t == MAP_FAILED) s = Status::FromErrno("mmap");
   }
-  if (s.ok()) s = Fill(*f, v->alias, L, off, &v->zero_from);
+  if (s.ok()) s = FillFd(*f, mfd, L, off, &v->zero_from);
   if (s.ok()) {
     if (twin) std::memcpy(v->twin, v->alias, L);
     // Writable: past the file's first views (TrackFrom), mapped clean
