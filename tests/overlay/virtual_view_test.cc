@@ -549,6 +549,75 @@ TEST_F(VirtualView, ReadOnlyMapsFollowWritesWithoutATwin) {
   ASSERT_EQ(::munmap(p, big.size()), 0);
 }
 
+// The memory of a read-only map unmapped whole is reused for the next
+// one (vview.h, spare aliases): the new map shows its own file only, with
+// zeros in its holes and past its end, never the former map's bytes; and
+// memory shared with a fork child is never reused while the child may
+// still see it.
+TEST_F(VirtualView, AReusedReadOnlyMapShowsOnlyItsOwnFile) {
+  const size_t big = 40 * 4096, small = 36 * 4096 + 100;  // the second fits the first's memory
+  {
+    auto a = Open("ra", O_RDWR | O_CREAT);
+    std::string ca(big, 'a');
+    ASSERT_TRUE(a->Pwrite(ca.data(), ca.size(), 0).ok());
+    auto b = Open("rb", O_RDWR | O_CREAT);
+    std::string cb(small, 'b');
+    ASSERT_TRUE(b->Pwrite(cb.data(), 4096, 0).ok());                   // page 0
+    ASSERT_TRUE(b->Pwrite(cb.data(), small - 8 * 4096, 8 * 4096).ok());  // a hole at pages 1..7
+  }
+  auto ra = Open("ra", O_RDONLY);
+  auto m = ra->Map(nullptr, big, PROT_READ, MAP_SHARED, 0);
+  ASSERT_TRUE(m.ok());
+  char* p = static_cast<char*>(*m);
+  EXPECT_EQ(p[big - 1], 'a');
+  ASSERT_TRUE(engine_->UnmapViews(p, big).ok());
+  ASSERT_EQ(::munmap(p, big), 0);
+  auto rb = Open("rb", O_RDONLY);
+  const size_t L = 37 * 4096;
+  m = rb->Map(nullptr, small, PROT_READ, MAP_SHARED, 0);
+  ASSERT_TRUE(m.ok());
+  p = static_cast<char*>(*m);
+  std::string want(L, '\0');
+  std::memset(want.data(), 'b', 4096);
+  std::memset(want.data() + 8 * 4096, 'b', small - 8 * 4096);
+  EXPECT_EQ(std::string(p, L), want);
+  EXPECT_EQ(Perms(p), "r--s");
+  // It still follows the process's writes.
+  auto wb = Open("rb", O_RDWR);
+  ASSERT_TRUE(wb->Pwrite("NEW", 3, 2 * 4096).ok());
+  EXPECT_EQ(std::string(p + 2 * 4096, 3), "NEW");
+
+  // A fork child holds the map: after the parent unmaps it, another map
+  // must not reuse its memory (the child would see that file instead).
+  int ready[2], done[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(done), 0);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    char c = 0;
+    (void)!::write(ready[1], "r", 1);
+    (void)!::read(done[0], &c, 1);
+    bool same = std::memcmp(p, "bbbb", 4) == 0 && std::memcmp(p + 2 * 4096, "NEW", 3) == 0;
+    ::_exit(same ? 0 : 1);
+  }
+  char c = 0;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  ASSERT_TRUE(engine_->UnmapViews(p, small).ok());
+  ASSERT_EQ(::munmap(p, small), 0);
+  auto m2 = ra->Map(nullptr, small, PROT_READ, MAP_SHARED, 0);  // a size the memory would fit
+  ASSERT_TRUE(m2.ok());
+  char* q = static_cast<char*>(*m2);
+  EXPECT_EQ(q[0], 'a');
+  ASSERT_EQ(::write(done[1], "d", 1), 1);
+  int st = 0;
+  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "the child's map changed under it: " << st;
+  ASSERT_TRUE(engine_->UnmapViews(q, small).ok());
+  ASSERT_EQ(::munmap(q, small), 0);
+  for (int fd : {ready[0], ready[1], done[0], done[1]}) ::close(fd);
+}
+
 TEST_F(VirtualView, AForkChildsStoresReachTheFile) {
   auto f = Open("fk", O_RDWR | O_CREAT);
   std::string content(3 * 4096, '.');

@@ -458,7 +458,8 @@ int KernelCopy(int in, uint64_t in_off, int out, uint64_t out_off, size_t n) {
 
 }  // namespace
 
-Result<size_t> VFile::CopyOut(int out, uint64_t out_off, size_t n, uint64_t off) {
+template <typename Data, typename Hole>
+Result<size_t> VFile::ByRuns(size_t n, uint64_t off, Data data, Hole hole) {
   Pin pin(this);
   MAPFS_RETURN_IF_ERROR(CatchUp());
   uint64_t size = size_.load(std::memory_order_acquire);
@@ -486,13 +487,8 @@ Result<size_t> VFile::CopyOut(int out, uint64_t out_off, size_t n, uint64_t off)
       seen[k] = *m;
       len += std::min<size_t>(n - done - len, kBlockSize);
     }
-    if (p0 != 0) {
-      if (int e = KernelCopy(fd_, uint64_t{p0} * kBlockSize + pos % kBlockSize, out, out_off + done, len))
-        return Status::Error(e, "virtual: copying content out");
-    } else if (retried && fallocate(out, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(out_off + done),
-                                    static_cast<off_t>(len)) != 0) {
-      return Status::FromErrno("virtual: clearing a hole copied out");
-    }  // else a hole stays unwritten: the destination reads zeros there
+    Status st = p0 != 0 ? data(uint64_t{p0} * kBlockSize + pos % kBlockSize, done, len) : hole(done, len, retried);
+    MAPFS_RETURN_IF_ERROR(st);
     // As Pread: the copy counts only if the mapping did not change under
     // it (another process's commit or GC); else the run is copied again.
     LoadBarrier();
@@ -506,6 +502,44 @@ Result<size_t> VFile::CopyOut(int out, uint64_t out_off, size_t n, uint64_t off)
     else retried = true;
   }
   return n;
+}
+
+Result<size_t> VFile::CopyOut(int out, uint64_t out_off, size_t n, uint64_t off) {
+  return ByRuns(
+      n, off,
+      [&](uint64_t phys_off, size_t at, size_t len) {
+        int e = KernelCopy(fd_, phys_off, out, out_off + at, len);
+        return e == 0 ? Status::Ok() : Status::Error(e, "virtual: copying content out");
+      },
+      [&](size_t at, size_t len, bool retried) {
+        // A hole stays unwritten (the destination reads zeros there) unless
+        // an earlier pass of the run wrote into it.
+        if (!retried) return Status::Ok();
+        return fallocate(out, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(out_off + at),
+                         static_cast<off_t>(len)) == 0
+                   ? Status::Ok()
+                   : Status::FromErrno("virtual: clearing a hole copied out");
+      });
+}
+
+Result<size_t> VFile::PreadByKernel(void* buf, size_t n, uint64_t off) {
+  char* dst = static_cast<char*>(buf);
+  return ByRuns(
+      n, off,
+      [&](uint64_t phys_off, size_t at, size_t len) {
+        for (size_t d = 0; d < len;) {
+          ssize_t r = pread(fd_, dst + at + d, len - d, static_cast<off_t>(phys_off + d));
+          if (r < 0 && errno == EINTR) continue;
+          if (r < 0) return Status::FromErrno("virtual: pread of content");
+          if (r == 0) return Status::Error(EIO, "virtual: the file ends inside its blocks");
+          d += static_cast<size_t>(r);
+        }
+        return Status::Ok();
+      },
+      [&](size_t at, size_t len, bool) {
+        std::memset(dst + at, 0, len);
+        return Status::Ok();
+      });
 }
 
 Status VFile::Sync() {

@@ -218,9 +218,54 @@ void ViewList::Remove(const View* v) {
   n_.store(views_.size(), std::memory_order_release);
 }
 
+// Spare aliases (vview.h): at most this many bytes, and this many of them.
+constexpr size_t kSpareBytes = size_t{64} << 20;
+constexpr size_t kSpares = 16;
+
+ViewRegistry::~ViewRegistry() {
+  for (const Spare& sp : spares_) munmap(sp.alias, sp.len);
+}
+
+// A spare of at least `len` bytes and at most a quarter more (what is past
+// `len` is returned to the kernel), made since the last fork; spares from
+// before it are dropped on the way.
+char* ViewRegistry::TakeSpareLocked(size_t len) {
+  const uint64_t epoch = ForkEpoch();
+  for (size_t i = 0; i < spares_.size();) {
+    Spare sp = spares_[i];
+    if (sp.epoch != epoch) {
+      munmap(sp.alias, sp.len);
+    } else if (sp.len < len || sp.len - len > len / 4) {
+      i++;
+      continue;
+    } else if (sp.len > len) {
+      munmap(sp.alias + len, sp.len - len);
+    }
+    spares_.erase(spares_.begin() + static_cast<std::ptrdiff_t>(i));
+    spare_bytes_ -= sp.len;
+    if (sp.epoch == epoch) return sp.alias;
+  }
+  return nullptr;
+}
+
+void ViewRegistry::KeepSpareLocked(char* alias, size_t len) {
+  if (len > kSpareBytes / 4) {
+    munmap(alias, len);
+    return;
+  }
+  while (!spares_.empty() && (spares_.size() >= kSpares || spare_bytes_ + len > kSpareBytes)) {
+    munmap(spares_.front().alias, spares_.front().len);
+    spare_bytes_ -= spares_.front().len;
+    spares_.erase(spares_.begin());
+  }
+  spares_.push_back({alias, len, ForkEpoch()});
+  spare_bytes_ += len;
+}
+
 Result<void*> ViewRegistry::Map(const std::shared_ptr<VFile>& f, const std::shared_ptr<ViewList>& list,
                                 void* addr, size_t len, int prot, int flags, uint64_t off, bool may_write) {
   if (len == 0 || off % Page() != 0) return Status::Error(EINVAL, "mmap: bad length or offset");
+  CountForks();  // before any view exists: its epoch must change at a fork
   size_t L = RoundUp(len);
   int type = flags & MAP_TYPE;
   // Placement flags pass through; the type is ours.
@@ -239,6 +284,58 @@ Result<void*> ViewRegistry::Map(const std::shared_ptr<VFile>& f, const std::shar
   }
   if (type != MAP_SHARED && type != MAP_SHARED_VALIDATE) return Status::Error(EINVAL, "mmap: bad type");
   if (flags & MAP_SYNC) return Status::Error(EOPNOTSUPP, "mmap: MAP_SYNC of a virtualized file");
+  // A view mapped through a description not open for writing can never
+  // be stored into by this process (PROT_WRITE is refused, here and at
+  // mprotect: Protect) and the kernel's stores into a read-only page fail
+  // as they would on a kernel map, so its alias changes only with the
+  // file's own writes (Written, Truncated): it needs no twin and is never
+  // compared. (A fork child's write() reaches the shared alias too; the
+  // child's write is already in the file, so skipping it is right.) That
+  // saves a copy of the whole range and its fresh pages, per map of a
+  // table LevelDB reads (docs/OVERLAY.md "Maps of virtualized files").
+  const bool twin = may_write || (prot & PROT_WRITE) != 0;
+  if (!twin && place == 0) {
+    char* a;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      a = TakeSpareLocked(L);
+    }
+    if (a != nullptr) {
+      auto v = std::make_shared<View>();
+      v->len = L;
+      v->off = off;
+      v->f = f;
+      v->epoch = ForkEpoch();
+      v->may_write = false;
+      v->alias = a;  // the View owns it from here (its destructor unmaps it)
+      size_t filled = 0;
+      Status s = Status::Ok();
+      while (s.ok() && filled < L) {
+        auto r = f->PreadByKernel(a + filled, L - filled, off + filled);
+        if (!r.ok()) s = r.status();
+        else if (*r == 0) break;
+        else filled += *r;
+      }
+      if (!s.ok()) return s;
+      std::memset(a + filled, 0, L - filled);  // the spare's former content
+      v->zero_from = filled;
+      // A second map of the alias's pages at a place of the kernel's
+      // choosing (the hint, without MAP_FIXED, may be ignored), then the
+      // application's protection.
+      long p = RawSyscall(SYS_mremap, reinterpret_cast<long>(a), 0, static_cast<long>(L), MREMAP_MAYMOVE);
+      if (p == -1) return Status::FromErrno("mremap");
+      if (int e = RawProtect(reinterpret_cast<void*>(p), L, prot); e != 0) {
+        munmap(reinterpret_cast<void*>(p), L);
+        return Status::Error(e, "mprotect");
+      }
+      v->addr = reinterpret_cast<char*>(p);
+      list->Add(v);
+      std::lock_guard<std::mutex> g(mu_);
+      by_addr_[reinterpret_cast<uintptr_t>(v->addr)] = Entry{v, list};
+      n_.store(by_addr_.size(), std::memory_order_release);
+      return static_cast<void*>(v->addr);
+    }
+  }
   int mfd = memfd_create("mapfs-virtual-view", MFD_CLOEXEC);
   if (mfd < 0) return Status::FromErrno("memfd_create");
   auto v = std::make_shared<View>();
@@ -248,16 +345,6 @@ Result<void*> ViewRegistry::Map(const std::shared_ptr<VFile>& f, const std::shar
   v->epoch = ForkEpoch();
   v->may_write = may_write;
   Status s = Status::Ok();
-  // A view mapped through a description not open for writing can never
-  // be stored into by this process (PROT_WRITE is refused, here and at
-  // mprotect: Protect) and the kernel's stores into a read-only page fail
-  // as they would on a kernel map, so its alias changes only with the
-  // file's own writes (Written, Truncated): it needs no twin and is never
-  // compared. (A fork child's write() reaches the shared alias too; the
-  // child's write is already in the file, so skipping it is right.) That
-  // saves a copy of the whole range and its fresh pages, per map of a
-  // table LevelDB reads (docs/OVERLAY.md "Read-only views").
-  const bool twin = may_write || (prot & PROT_WRITE) != 0;
   if (ftruncate(mfd, static_cast<off_t>(L)) != 0) s = Status::FromErrno("ftruncate");
   if (s.ok()) {
     void* a = mmap(nullptr, L, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
@@ -404,7 +491,12 @@ Status ViewRegistry::Unmap(void* addr, size_t len) {
       it = by_addr_.emplace(reinterpret_cast<uintptr_t>(right->addr), Entry{right, e.list}).first;
       ++it;
     }
-    munmap(v.alias + cut_lo, cut_hi - cut_lo);
+    // A read-only view unmapped whole, made since the last fork, leaves
+    // its alias as a spare (TakeSpareLocked); any other goes back.
+    if (cut_lo == 0 && cut_hi == v.len && v.twin == nullptr && v.track == nullptr && v.epoch == ForkEpoch())
+      KeepSpareLocked(v.alias, v.len);
+    else
+      munmap(v.alias + cut_lo, cut_hi - cut_lo);
     if (v.twin != nullptr) munmap(v.twin + cut_lo, cut_hi - cut_lo);
     if (cut_lo > 0) {
       v.len = cut_lo;
