@@ -16,6 +16,12 @@
 //   bytes nobody stored are never written, so writes made meanwhile through
 //   write() or by other processes to other bytes survive. A fork child
 //   shares the memfd pages, so parent and child see each other's stores.
+//   The memfd is filled by the kernel (VFile::CopyOut): the application's
+//   map faults in only the pages it touches.
+// - MAP_SHARED through a description not open for writing: the same
+//   without a twin (nothing can store into it; never compared), and its
+//   memory, once unmapped whole, is reused for the next such map (spare
+//   aliases, ViewRegistry below).
 //
 // Dirty tracking (vtrack.h): a writable shared view's application map is
 // write-protected where its pages are clean, and the first store into a
