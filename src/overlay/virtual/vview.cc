@@ -226,26 +226,30 @@ ViewRegistry::~ViewRegistry() {
   for (const Spare& sp : spares_) munmap(sp.alias, sp.len);
 }
 
-// A spare of at least `len` bytes and at most a quarter more (what is past
-// `len` is returned to the kernel), made since the last fork; spares from
-// before it are dropped on the way.
+// A spare of at least `len` bytes and at most twice that (what is past
+// `len` is returned to the kernel: freeing a page costs less than
+// allocating one), the smallest such, made since the last fork; spares
+// from before it are dropped on the way.
 char* ViewRegistry::TakeSpareLocked(size_t len) {
   const uint64_t epoch = ForkEpoch();
+  size_t best = spares_.size();
   for (size_t i = 0; i < spares_.size();) {
-    Spare sp = spares_[i];
+    const Spare& sp = spares_[i];
     if (sp.epoch != epoch) {
       munmap(sp.alias, sp.len);
-    } else if (sp.len < len || sp.len - len > len / 4) {
-      i++;
+      spare_bytes_ -= sp.len;
+      spares_.erase(spares_.begin() + static_cast<std::ptrdiff_t>(i));
       continue;
-    } else if (sp.len > len) {
-      munmap(sp.alias + len, sp.len - len);
     }
-    spares_.erase(spares_.begin() + static_cast<std::ptrdiff_t>(i));
-    spare_bytes_ -= sp.len;
-    if (sp.epoch == epoch) return sp.alias;
+    if (sp.len >= len && sp.len / 2 <= len && (best == spares_.size() || sp.len < spares_[best].len)) best = i;
+    i++;
   }
-  return nullptr;
+  if (best == spares_.size()) return nullptr;
+  Spare sp = spares_[best];
+  spares_.erase(spares_.begin() + static_cast<std::ptrdiff_t>(best));
+  spare_bytes_ -= sp.len;
+  if (sp.len > len) munmap(sp.alias + len, sp.len - len);
+  return sp.alias;
 }
 
 void ViewRegistry::KeepSpareLocked(char* alias, size_t len) {
