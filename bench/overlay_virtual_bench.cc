@@ -22,6 +22,12 @@
 // then open + 4096 random overwrites + close (rw); kernel, split and virtual
 // interleaved; median CPU us per 4 KiB op of all runs (the process's clock:
 // engine threads included), the file's growth included as in the suite.
+// mapfs-virtual-bench DIR --maps [--runs N]: what LevelDB does with each
+// table it reads: open O_RDONLY, mmap a 2 MiB file PROT_READ MAP_SHARED,
+// read 4 of its pages (or all 512), munmap, close; the virtual engine
+// (through overlay::Engine, as the shim maps) and the kernel, interleaved;
+// median CPU us per map of runs 2..N, 50 maps a run.
+#include <sys/mman.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -171,6 +177,73 @@ int EngineLoop(const std::string& dir, int runs) {
   return 0;
 }
 
+// The map loop (--maps): see the header comment.
+int MapLoop(const std::string& dir, int runs) {
+  const size_t len = 2 << 20, page = 4096, maps = 50;
+  const std::string root = dir + "/mapfs-vbench-maps";
+  (void)!std::system(("rm -rf '" + root + "'").c_str());
+  mkdir(root.c_str(), 0755);
+  auto e = OpenOverlay(Options{root, EngineKind::kVirtual, Mode::kPosix});
+  if (!e.ok()) Die("overlay", e.status());
+  std::vector<char> buf(len, 'm');
+  const std::string vpath = root + "/v", kpath = root + "/k";
+  {
+    int fd = open(vpath.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    auto f = (*e)->Adopt(fd, O_RDWR | O_CREAT | O_TRUNC);
+    if (!f.ok()) Die("adopt", f.status());
+    if (auto w = (*f)->Pwrite(buf.data(), len, 0); !w.ok()) Die("write", w.status());
+    (void)(*f)->Close();
+    fd = open(kpath.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (pwrite(fd, buf.data(), len, 0) != static_cast<ssize_t>(len)) Die("write", Status::FromErrno("pwrite"));
+    close(fd);
+  }
+  std::mt19937_64 rng(7);
+  volatile char sink = 0;
+  std::vector<double> us[2][2];  // [virtual?][whole?]
+  for (int r = 0; r < runs; r++)
+    for (int whole = 0; whole < 2; whole++)
+      for (int virt = 0; virt < 2; virt++) {
+        auto a = Now();
+        for (size_t m = 0; m < maps; m++) {
+          int fd = open((virt ? vpath : kpath).c_str(), O_RDONLY | O_CLOEXEC);
+          std::unique_ptr<OverlayFile> f;
+          char* p;
+          if (virt) {
+            auto g = (*e)->Adopt(fd, O_RDONLY);
+            if (!g.ok()) Die("adopt", g.status());
+            f = std::move(*g);
+            auto q = f->Map(nullptr, len, PROT_READ, MAP_SHARED, 0);
+            if (!q.ok()) Die("map", q.status());
+            p = static_cast<char*>(*q);
+          } else {
+            void* q = mmap(nullptr, len, PROT_READ, MAP_SHARED, fd, 0);
+            if (q == MAP_FAILED) Die("mmap", Status::FromErrno("mmap"));
+            p = static_cast<char*>(q);
+          }
+          for (size_t k = 0; k < (whole ? len / page : 4); k++) sink = sink + p[(whole ? k : rng() % (len / page)) * page];
+          if (virt && !(*e)->UnmapViews(p, len).ok()) Die("unmap", Status::Error(EIO, "views"));
+          munmap(p, len);
+          if (f) (void)f->Close();
+          else close(fd);
+        }
+        auto b = Now();
+        if (r > 0) us[virt][whole].push_back(CpuNs(a, b) / maps / 1000);
+      }
+  std::printf("maps of a 2 MiB file in %s (open O_RDONLY, mmap PROT_READ MAP_SHARED, reads, munmap, close), "
+              "CPU us per map, median of runs 2..%d:\n",
+              dir.c_str(), runs);
+  for (int whole = 0; whole < 2; whole++)
+    for (int virt = 0; virt < 2; virt++) {
+      auto& v = us[virt][whole];
+      std::sort(v.begin(), v.end());
+      std::printf("  %-8s %-14s median %8.1f  min %8.1f  max %8.1f\n", virt ? "virtual" : "kernel",
+                  whole ? "512 pages read" : "4 pages read", v[v.size() / 2], v.front(), v.back());
+    }
+  e->reset();
+  (void)!std::system(("rm -rf '" + root + "'").c_str());
+  return 0;
+}
+
 // The suite's append and rw (--suite): see the header comment.
 int SuiteLoop(const std::string& dir, int runs, const std::string& only) {
   const uint64_t size = 16 << 20;
@@ -271,13 +344,14 @@ int SuiteLoop(const std::string& dir, int runs, const std::string& only) {
 int main(int argc, char** argv) {
   std::string dir = "/dev/shm";
   uint64_t size_mib = 1024, ops = 100000;
-  bool engines = false, suite = false;
+  bool engines = false, suite = false, maps = false;
   std::string only;  // --suite: one target only (for a profile)
   int runs = 15;
   for (int i = 1; i < argc; i++) {
     std::string a = argv[i];
     if (a == "--engines") engines = true;
     else if (a == "--suite") suite = true;
+    else if (a == "--maps") maps = true;
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
     else if (a == "--runs" && i + 1 < argc) runs = std::max(2, std::atoi(argv[++i]));
     else if (a == "--size" && i + 1 < argc) size_mib = std::strtoull(argv[++i], nullptr, 10);
@@ -286,6 +360,7 @@ int main(int argc, char** argv) {
   }
   if (engines) return EngineLoop(dir, runs);
   if (suite) return SuiteLoop(dir, runs, only);
+  if (maps) return MapLoop(dir, runs);
   const uint64_t size = size_mib << 20;
   const std::string vpath = dir + "/mapfs-vbench.virt", ppath = dir + "/mapfs-vbench.plain",
                     apath = dir + "/mapfs-vbench.app", kpath = dir + "/mapfs-vbench.kapp";

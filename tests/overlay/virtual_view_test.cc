@@ -46,6 +46,16 @@ std::string Perms(const void* p) {
   return "";
 }
 
+// The process's private anonymous memory in KiB (/proc/self/smaps_rollup).
+long AnonymousKb() {
+  std::ifstream in("/proc/self/smaps_rollup");
+  std::string key;
+  long kb = -1;
+  while (in >> key)
+    if (key == "Anonymous:" && in >> kb) return kb;
+  return -1;
+}
+
 class VirtualView : public ::testing::Test {
  protected:
   // Every writable shared map is tracked here (vview.h: by default a
@@ -477,6 +487,135 @@ TEST_F(VirtualView, TruncateZeroesTheMapAndStoresPastTheEndAreDropped) {
   EXPECT_EQ(Read(*f, 26 * 4096, 1), "G");
   ASSERT_TRUE(engine_->UnmapViews(p, content.size()).ok());
   ASSERT_EQ(::munmap(p, content.size()), 0);
+}
+
+// A shared map made through a read-only description keeps no twin (it can
+// never be stored into): it still shows the process's writes and
+// truncates, through partial unmaps and after a fork, and a read-only
+// descriptor's read never writes anything back.
+TEST_F(VirtualView, ReadOnlyMapsFollowWritesWithoutATwin) {
+  auto rw = Open("rv", O_RDWR | O_CREAT);
+  std::string content(40 * 4096, 'o');
+  ASSERT_TRUE(rw->Pwrite(content.data(), content.size(), 0).ok());
+  auto ro = Open("rv", O_RDONLY);
+  auto m = ro->Map(nullptr, content.size(), PROT_READ, MAP_SHARED, 0);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  char* p = static_cast<char*>(*m);
+  EXPECT_EQ(std::string(p, content.size()), content);
+  ASSERT_TRUE(rw->Pwrite("AB", 2, 4095).ok());  // across two pages
+  EXPECT_EQ(std::string(p + 4095, 2), "AB");
+  // Cut pages 10..11: both sides follow later writes.
+  ASSERT_TRUE(engine_->UnmapViews(p + 10 * 4096, 2 * 4096).ok());
+  ASSERT_EQ(::munmap(p + 10 * 4096, 2 * 4096), 0);
+  ASSERT_TRUE(rw->Pwrite("L", 1, 9 * 4096).ok());
+  ASSERT_TRUE(rw->Pwrite("R", 1, 30 * 4096).ok());
+  EXPECT_EQ(p[9 * 4096], 'L');
+  EXPECT_EQ(p[30 * 4096], 'R');
+  // A fork child's write shows in the shared pages; the parent's read
+  // through the read-only descriptor returns the file's bytes and writes
+  // nothing back.
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) ::_exit(rw->Pwrite("C", 1, 20 * 4096).ok() && p[20 * 4096] == 'C' ? 0 : 1);
+  int st = 0;
+  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  EXPECT_EQ(p[20 * 4096], 'C');
+  EXPECT_EQ(Read(*ro, 20 * 4096, 1), "C");
+  EXPECT_EQ(Read(*ro, 0, 4), "oooo");
+  // A truncate zeroes both pieces past the new end (whole pages released).
+  ASSERT_TRUE(rw->Truncate(5000).ok());
+  EXPECT_EQ(p[4096], 'B');
+  EXPECT_EQ(p[5000], '\0');
+  EXPECT_EQ(p[9 * 4096], '\0');
+  EXPECT_EQ(p[30 * 4096], '\0');
+  ASSERT_TRUE(engine_->UnmapViews(p, content.size()).ok());
+  ASSERT_EQ(::munmap(p, content.size()), 0);
+  EXPECT_FALSE(engine_->HasViews());
+  EXPECT_EQ(*rw->Size(), 5000u);
+
+  // What a read-only map costs: its copy, and no private twin of it.
+  std::string big(8 << 20, 'b');
+  ASSERT_TRUE(rw->Pwrite(big.data(), big.size(), 0).ok());
+  long before = AnonymousKb();
+  m = ro->Map(nullptr, big.size(), PROT_READ, MAP_SHARED, 0);
+  ASSERT_TRUE(m.ok());
+  long after = AnonymousKb();
+  ASSERT_GE(before, 0);
+  EXPECT_LT(after - before, 2048) << "KiB of private memory for an 8 MiB read-only map";
+  p = static_cast<char*>(*m);
+  EXPECT_EQ(p[(8 << 20) - 1], 'b');
+  ASSERT_TRUE(engine_->UnmapViews(p, big.size()).ok());
+  ASSERT_EQ(::munmap(p, big.size()), 0);
+}
+
+// The memory of a read-only map unmapped whole is reused for the next
+// one (vview.h, spare aliases): the new map shows its own file only, with
+// zeros in its holes and past its end, never the former map's bytes; and
+// memory shared with a fork child is never reused while the child may
+// still see it.
+TEST_F(VirtualView, AReusedReadOnlyMapShowsOnlyItsOwnFile) {
+  const size_t big = 40 * 4096, small = 36 * 4096 + 100;  // the second fits the first's memory
+  {
+    auto a = Open("ra", O_RDWR | O_CREAT);
+    std::string ca(big, 'a');
+    ASSERT_TRUE(a->Pwrite(ca.data(), ca.size(), 0).ok());
+    auto b = Open("rb", O_RDWR | O_CREAT);
+    std::string cb(small, 'b');
+    ASSERT_TRUE(b->Pwrite(cb.data(), 4096, 0).ok());                   // page 0
+    ASSERT_TRUE(b->Pwrite(cb.data(), small - 8 * 4096, 8 * 4096).ok());  // a hole at pages 1..7
+  }
+  auto ra = Open("ra", O_RDONLY);
+  auto m = ra->Map(nullptr, big, PROT_READ, MAP_SHARED, 0);
+  ASSERT_TRUE(m.ok());
+  char* p = static_cast<char*>(*m);
+  EXPECT_EQ(p[big - 1], 'a');
+  ASSERT_TRUE(engine_->UnmapViews(p, big).ok());
+  ASSERT_EQ(::munmap(p, big), 0);
+  auto rb = Open("rb", O_RDONLY);
+  const size_t L = 37 * 4096;
+  m = rb->Map(nullptr, small, PROT_READ, MAP_SHARED, 0);
+  ASSERT_TRUE(m.ok());
+  p = static_cast<char*>(*m);
+  std::string want(L, '\0');
+  std::memset(want.data(), 'b', 4096);
+  std::memset(want.data() + 8 * 4096, 'b', small - 8 * 4096);
+  EXPECT_EQ(std::string(p, L), want);
+  EXPECT_EQ(Perms(p), "r--s");
+  // It still follows the process's writes.
+  auto wb = Open("rb", O_RDWR);
+  ASSERT_TRUE(wb->Pwrite("NEW", 3, 2 * 4096).ok());
+  EXPECT_EQ(std::string(p + 2 * 4096, 3), "NEW");
+
+  // A fork child holds the map: after the parent unmaps it, another map
+  // must not reuse its memory (the child would see that file instead).
+  int ready[2], done[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(done), 0);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    char c = 0;
+    (void)!::write(ready[1], "r", 1);
+    (void)!::read(done[0], &c, 1);
+    bool same = std::memcmp(p, "bbbb", 4) == 0 && std::memcmp(p + 2 * 4096, "NEW", 3) == 0;
+    ::_exit(same ? 0 : 1);
+  }
+  char c = 0;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  ASSERT_TRUE(engine_->UnmapViews(p, small).ok());
+  ASSERT_EQ(::munmap(p, small), 0);
+  auto m2 = ra->Map(nullptr, small, PROT_READ, MAP_SHARED, 0);  // a size the memory would fit
+  ASSERT_TRUE(m2.ok());
+  char* q = static_cast<char*>(*m2);
+  EXPECT_EQ(q[0], 'a');
+  ASSERT_EQ(::write(done[1], "d", 1), 1);
+  int st = 0;
+  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "the child's map changed under it: " << st;
+  ASSERT_TRUE(engine_->UnmapViews(q, small).ok());
+  ASSERT_EQ(::munmap(q, small), 0);
+  for (int fd : {ready[0], ready[1], done[0], done[1]}) ::close(fd);
 }
 
 TEST_F(VirtualView, AForkChildsStoresReachTheFile) {

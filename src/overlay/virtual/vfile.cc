@@ -3,14 +3,17 @@
 #include "overlay/virtual/vfile.h"
 
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <sys/mman.h>
 #include <linux/magic.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -446,6 +449,137 @@ Result<size_t> VFile::Pread(void* buf, size_t n, uint64_t off) {
     done += len;
   }
   return n;
+}
+
+namespace {
+
+// Copies n bytes from `in` at `in_off` to `out` at `out_off` in the kernel,
+// so that no page of either file is mapped in this process and whole pages
+// written to a tmpfs or memfd destination are not zeroed first:
+// copy_file_range where the two files allow it (the same file system),
+// else sendfile (a splice: one copy, from the source's page cache), else
+// through a small buffer. `out` is a descriptor of the caller's own whose
+// offset sendfile moves. 0 or an errno.
+int KernelCopy(int in, uint64_t in_off, int out, uint64_t out_off, size_t n) {
+  static std::atomic<int> how{0};  // 0 copy_file_range, 1 sendfile, 2 pread + pwrite
+  while (n > 0 && how.load(std::memory_order_relaxed) < 2) {
+    ssize_t r;
+    auto i = static_cast<off_t>(in_off);
+    if (how.load(std::memory_order_relaxed) == 0) {
+      auto o = static_cast<loff_t>(out_off);
+      r = copy_file_range(in, &i, out, &o, n, 0);
+    } else {
+      r = lseek(out, static_cast<off_t>(out_off), SEEK_SET) < 0 ? -1 : sendfile(out, in, &i, n);
+    }
+    if (r > 0) {
+      in_off += static_cast<uint64_t>(r), out_off += static_cast<uint64_t>(r), n -= static_cast<size_t>(r);
+      continue;
+    }
+    if (r == 0) return EIO;  // the source ends early: damaged (blocks are inside the file)
+    if (errno == EINTR) continue;
+    if (errno != EXDEV && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP) return errno;
+    how.fetch_add(1, std::memory_order_relaxed);  // e.g. tmpfs or ext4 to a memfd: EXDEV
+  }
+  char buf[64 * 1024];
+  while (n > 0) {
+    ssize_t r = pread(in, buf, std::min(n, sizeof buf), static_cast<off_t>(in_off));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return r == 0 ? EIO : errno;
+    for (ssize_t w = 0; w < r;) {
+      ssize_t k = pwrite(out, buf + w, static_cast<size_t>(r - w), static_cast<off_t>(out_off) + w);
+      if (k < 0 && errno == EINTR) continue;
+      if (k <= 0) return k == 0 ? EIO : errno;
+      w += k;
+    }
+    in_off += static_cast<uint64_t>(r), out_off += static_cast<uint64_t>(r), n -= static_cast<size_t>(r);
+  }
+  return 0;
+}
+
+}  // namespace
+
+template <typename Data, typename Hole>
+Result<size_t> VFile::ByRuns(size_t n, uint64_t off, Data data, Hole hole) {
+  Pin pin(this);
+  MAPFS_RETURN_IF_ERROR(CatchUp());
+  uint64_t size = size_.load(std::memory_order_acquire);
+  if (off >= size || n == 0) return size_t{0};
+  n = static_cast<size_t>(std::min<uint64_t>(n, size - off));
+  constexpr size_t kRunBlocks = 256;  // 1 MiB per copy
+  uint64_t seen[kRunBlocks];
+  bool retried = false;  // something may have been written where a hole now is
+  size_t done = 0;
+  while (done < n) {
+    // A run: the virtual blocks from `pos` whose physical blocks follow
+    // each other (or are all holes).
+    uint64_t pos = off + done;
+    uint64_t vb = pos / kBlockSize;
+    auto first = Lookup(vb);
+    if (!first.ok()) return first.status();
+    const uint32_t p0 = TablePhys(*first);
+    seen[0] = *first;
+    size_t k = 1, len = std::min<size_t>(n - done, kBlockSize - pos % kBlockSize);
+    for (; done + len < n && k < kRunBlocks; k++) {
+      auto m = Lookup(vb + k);
+      if (!m.ok()) return m.status();
+      uint32_t p = TablePhys(*m);
+      if (p0 == 0 ? p != 0 : p != p0 + k) break;
+      seen[k] = *m;
+      len += std::min<size_t>(n - done - len, kBlockSize);
+    }
+    Status st = p0 != 0 ? data(uint64_t{p0} * kBlockSize + pos % kBlockSize, done, len) : hole(done, len, retried);
+    MAPFS_RETURN_IF_ERROR(st);
+    // As Pread: the copy counts only if the mapping did not change under
+    // it (another process's commit or GC); else the run is copied again.
+    LoadBarrier();
+    bool same = true;
+    for (size_t i = 0; i < k && same; i++) {
+      auto m = Lookup(vb + i);
+      if (!m.ok()) return m.status();
+      same = *m == seen[i];
+    }
+    if (same) done += len;
+    else retried = true;
+  }
+  return n;
+}
+
+Result<size_t> VFile::CopyOut(int out, uint64_t out_off, size_t n, uint64_t off) {
+  return ByRuns(
+      n, off,
+      [&](uint64_t phys_off, size_t at, size_t len) {
+        int e = KernelCopy(fd_, phys_off, out, out_off + at, len);
+        return e == 0 ? Status::Ok() : Status::Error(e, "virtual: copying content out");
+      },
+      [&](size_t at, size_t len, bool retried) {
+        // A hole stays unwritten (the destination reads zeros there) unless
+        // an earlier pass of the run wrote into it.
+        if (!retried) return Status::Ok();
+        return fallocate(out, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(out_off + at),
+                         static_cast<off_t>(len)) == 0
+                   ? Status::Ok()
+                   : Status::FromErrno("virtual: clearing a hole copied out");
+      });
+}
+
+Result<size_t> VFile::PreadByKernel(void* buf, size_t n, uint64_t off) {
+  char* dst = static_cast<char*>(buf);
+  return ByRuns(
+      n, off,
+      [&](uint64_t phys_off, size_t at, size_t len) {
+        for (size_t d = 0; d < len;) {
+          ssize_t r = pread(fd_, dst + at + d, len - d, static_cast<off_t>(phys_off + d));
+          if (r < 0 && errno == EINTR) continue;
+          if (r < 0) return Status::FromErrno("virtual: pread of content");
+          if (r == 0) return Status::Error(EIO, "virtual: the file ends inside its blocks");
+          d += static_cast<size_t>(r);
+        }
+        return Status::Ok();
+      },
+      [&](size_t at, size_t len, bool) {
+        std::memset(dst + at, 0, len);
+        return Status::Ok();
+      });
 }
 
 Status VFile::Sync() {

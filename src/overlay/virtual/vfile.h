@@ -74,6 +74,16 @@ class VFile {
   VFile& operator=(const VFile&) = delete;
 
   Result<size_t> Pread(void* buf, size_t n, uint64_t off);
+  // Content [off, off+n) into the file `out` at out_off, copied by the
+  // kernel (no page of either file mapped here; see vview.cc, Fill): what
+  // Pread would return; holes are left unwritten in `out` (which must read
+  // zeros there: a fresh file). The count copied (short at the end), or
+  // the kernel's error.
+  Result<size_t> CopyOut(int out, uint64_t out_off, size_t n, uint64_t off);
+  // Pread with the copy made by the kernel (pread of the file's blocks, run
+  // by run): nothing of the file is mapped here for it. Into memory that
+  // is already populated (a reused view), one copy and no fault.
+  Result<size_t> PreadByKernel(void* buf, size_t n, uint64_t off);
   Result<size_t> Pwrite(const void* buf, size_t n, uint64_t off);
   Result<uint64_t> Append(const void* buf, size_t n);
   Result<uint64_t> Size();
@@ -105,6 +115,13 @@ class VFile {
  private:
   class Pin;
   VFile() = default;
+  // CopyOut and PreadByKernel: the content [off, off+n) run by run of
+  // physically consecutive blocks (or holes), each run checked against the
+  // table after its copy and copied again if it changed. data(phys_off,
+  // at, len) copies a run of blocks, hole(at, len, retried) a run of holes
+  // (`retried`: an earlier pass may have written there).
+  template <typename Data, typename Hole>
+  Result<size_t> ByRuns(size_t n, uint64_t off, Data data, Hole hole);
   Status Map(int fd, bool writable);
   pmem::MetaShared* shared() const { return reinterpret_cast<pmem::MetaShared*>(base_ + pmem::kSharedOffset); }
   uint64_t* slot(uint64_t seq) const { return log_ + (seq & (hdr_.log_slots - 1)); }

@@ -218,6 +218,11 @@ void AtforkChild() {
   new (&mu) std::mutex;  // a thread of the parent may have held it at the fork
 }
 
+void ForkHandlersOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] { pthread_atfork(AtforkPrepare, nullptr, AtforkChild); });
+}
+
 // Installs the fault server and the fork handlers once. false if the
 // handler cannot be installed.
 bool Setup() {
@@ -226,12 +231,14 @@ bool Setup() {
   std::call_once(once, [] {
     (void)Page();  // its static is set here, never first in the handler
     ok = vm::RegisterFaultServer(&ServeViewFault).ok();
-    if (ok) pthread_atfork(AtforkPrepare, nullptr, AtforkChild);
   });
+  if (ok) ForkHandlersOnce();
   return ok;
 }
 
 }  // namespace
+
+void CountForks() { ForkHandlersOnce(); }
 
 uint64_t ForkEpoch() { return fork_epoch.load(std::memory_order_acquire); }
 

@@ -94,8 +94,11 @@ class Track {
 };
 
 // Counts the forks of this process (pthread_atfork prepare): a view made
-// before the last fork is compared whole.
+// before the last fork is compared whole, and its memory is never reused
+// (vview.h, spare aliases). Forks are counted once CountForks (or the first
+// tracked map) has run: every view is made after it.
 uint64_t ForkEpoch();
+void CountForks();
 
 // The kernel's mprotect (pkey_mprotect with a key other than -1), not the
 // shim's wrapper (which takes locks and routes views back here): async-

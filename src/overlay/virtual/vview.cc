@@ -57,6 +57,26 @@ Status Fill(VFile& f, char* dst, size_t len, uint64_t off, size_t* filled = null
   return Status::Ok();
 }
 
+// The same into the fresh memfd `mfd` of a shared view, copied by the
+// kernel (VFile::CopyOut): no page of the file or of the memfd is mapped
+// here for it, whole pages are not zeroed first, and the application's
+// map then faults in only the pages it touches, as a kernel map of a file
+// would. (Filling through the alias cost a zeroed page, a page-table entry
+// in the alias and one in the engine's map of the file for every page of
+// the range, read or not: LevelDB maps each table whole and reads a few
+// blocks of it.)
+Status FillFd(VFile& f, int mfd, size_t len, uint64_t off, size_t* filled) {
+  size_t done = 0;
+  while (done < len) {
+    auto r = f.CopyOut(mfd, done, len - done, off + done);
+    if (!r.ok()) return r.status();
+    if (*r == 0) break;  // the end: the rest stays zero (a fresh memfd)
+    done += *r;
+  }
+  *filled = done;
+  return Status::Ok();
+}
+
 // Writes back the stores made through v in its byte range [from, to)
 // (page multiples): per page, the bytes from the first to the last that
 // differ from the twin, clamped to the content's size (stores past the end
@@ -99,8 +119,9 @@ Status ViewList::WriteBack(uint64_t lo, uint64_t hi) {
   for (auto& v : views_) {
     // Untracked: read-only views hold no store; writable ones (and every
     // view older than the last fork) are compared whole.
+    // Views without a twin can hold no store of this process's (below).
     bool whole = v->epoch != epoch || (v->track == nullptr && v->writable);
-    if (!whole && (v->track == nullptr || !v->track->AnyDirty())) continue;
+    if (v->twin == nullptr || (!whole && (v->track == nullptr || !v->track->AnyDirty()))) continue;
     uint64_t a = std::max(lo, v->off), b = std::min(hi, v->off + v->len);
     if (a >= b) continue;
     size_t from = static_cast<size_t>(a - v->off) / Page() * Page();
@@ -130,7 +151,7 @@ void ViewList::Written(const void* buf, uint64_t off, uint64_t n) {
     if (a >= b) continue;
     const char* src = static_cast<const char*>(buf) + (a - off);
     std::memcpy(v->alias + (a - v->off), src, b - a);
-    std::memcpy(v->twin + (a - v->off), src, b - a);
+    if (v->twin != nullptr) std::memcpy(v->twin + (a - v->off), src, b - a);
     v->zero_from = std::max(v->zero_from, static_cast<size_t>(b - v->off));
   }
 }
@@ -156,10 +177,11 @@ void ViewList::Truncated(uint64_t size) {
     end = RoundUp(end);
     size_t whole = end - from <= kZeroByHand ? end : std::min(RoundUp(from), end);
     std::memset(v->alias + from, 0, whole - from);
-    std::memset(v->twin + from, 0, whole - from);
+    if (v->twin != nullptr) std::memset(v->twin + from, 0, whole - from);
     if (whole == end) continue;
     if (RawAdvise(v->alias + whole, end - whole, MADV_REMOVE) != 0) std::memset(v->alias + whole, 0, end - whole);
-    if (RawAdvise(v->twin + whole, end - whole, MADV_DONTNEED) != 0) std::memset(v->twin + whole, 0, end - whole);
+    if (v->twin != nullptr && RawAdvise(v->twin + whole, end - whole, MADV_DONTNEED) != 0)
+      std::memset(v->twin + whole, 0, end - whole);
   }
 }
 
@@ -196,9 +218,58 @@ void ViewList::Remove(const View* v) {
   n_.store(views_.size(), std::memory_order_release);
 }
 
+// Spare aliases (vview.h): at most this many bytes, and this many of them.
+constexpr size_t kSpareBytes = size_t{64} << 20;
+constexpr size_t kSpares = 16;
+
+ViewRegistry::~ViewRegistry() {
+  for (const Spare& sp : spares_) munmap(sp.alias, sp.len);
+}
+
+// A spare of at least `len` bytes and at most twice that (what is past
+// `len` is returned to the kernel: freeing a page costs less than
+// allocating one), the smallest such, made since the last fork; spares
+// from before it are dropped on the way.
+char* ViewRegistry::TakeSpareLocked(size_t len) {
+  const uint64_t epoch = ForkEpoch();
+  size_t best = spares_.size();
+  for (size_t i = 0; i < spares_.size();) {
+    const Spare& sp = spares_[i];
+    if (sp.epoch != epoch) {
+      munmap(sp.alias, sp.len);
+      spare_bytes_ -= sp.len;
+      spares_.erase(spares_.begin() + static_cast<std::ptrdiff_t>(i));
+      continue;
+    }
+    if (sp.len >= len && sp.len / 2 <= len && (best == spares_.size() || sp.len < spares_[best].len)) best = i;
+    i++;
+  }
+  if (best == spares_.size()) return nullptr;
+  Spare sp = spares_[best];
+  spares_.erase(spares_.begin() + static_cast<std::ptrdiff_t>(best));
+  spare_bytes_ -= sp.len;
+  if (sp.len > len) munmap(sp.alias + len, sp.len - len);
+  return sp.alias;
+}
+
+void ViewRegistry::KeepSpareLocked(char* alias, size_t len) {
+  if (len > kSpareBytes / 4) {
+    munmap(alias, len);
+    return;
+  }
+  while (!spares_.empty() && (spares_.size() >= kSpares || spare_bytes_ + len > kSpareBytes)) {
+    munmap(spares_.front().alias, spares_.front().len);
+    spare_bytes_ -= spares_.front().len;
+    spares_.erase(spares_.begin());
+  }
+  spares_.push_back({alias, len, ForkEpoch()});
+  spare_bytes_ += len;
+}
+
 Result<void*> ViewRegistry::Map(const std::shared_ptr<VFile>& f, const std::shared_ptr<ViewList>& list,
                                 void* addr, size_t len, int prot, int flags, uint64_t off, bool may_write) {
   if (len == 0 || off % Page() != 0) return Status::Error(EINVAL, "mmap: bad length or offset");
+  CountForks();  // before any view exists: its epoch must change at a fork
   size_t L = RoundUp(len);
   int type = flags & MAP_TYPE;
   // Placement flags pass through; the type is ours.
@@ -217,6 +288,58 @@ Result<void*> ViewRegistry::Map(const std::shared_ptr<VFile>& f, const std::shar
   }
   if (type != MAP_SHARED && type != MAP_SHARED_VALIDATE) return Status::Error(EINVAL, "mmap: bad type");
   if (flags & MAP_SYNC) return Status::Error(EOPNOTSUPP, "mmap: MAP_SYNC of a virtualized file");
+  // A view mapped through a description not open for writing can never
+  // be stored into by this process (PROT_WRITE is refused, here and at
+  // mprotect: Protect) and the kernel's stores into a read-only page fail
+  // as they would on a kernel map, so its alias changes only with the
+  // file's own writes (Written, Truncated): it needs no twin and is never
+  // compared. (A fork child's write() reaches the shared alias too; the
+  // child's write is already in the file, so skipping it is right.) That
+  // saves a copy of the whole range and its fresh pages, per map of a
+  // table LevelDB reads (docs/OVERLAY.md "Maps of virtualized files").
+  const bool twin = may_write || (prot & PROT_WRITE) != 0;
+  if (!twin && place == 0) {
+    char* a;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      a = TakeSpareLocked(L);
+    }
+    if (a != nullptr) {
+      auto v = std::make_shared<View>();
+      v->len = L;
+      v->off = off;
+      v->f = f;
+      v->epoch = ForkEpoch();
+      v->may_write = false;
+      v->alias = a;  // the View owns it from here (its destructor unmaps it)
+      size_t filled = 0;
+      Status s = Status::Ok();
+      while (s.ok() && filled < L) {
+        auto r = f->PreadByKernel(a + filled, L - filled, off + filled);
+        if (!r.ok()) s = r.status();
+        else if (*r == 0) break;
+        else filled += *r;
+      }
+      if (!s.ok()) return s;
+      std::memset(a + filled, 0, L - filled);  // the spare's former content
+      v->zero_from = filled;
+      // A second map of the alias's pages at a place of the kernel's
+      // choosing (the hint, without MAP_FIXED, may be ignored), then the
+      // application's protection.
+      long p = RawSyscall(SYS_mremap, reinterpret_cast<long>(a), 0, static_cast<long>(L), MREMAP_MAYMOVE);
+      if (p == -1) return Status::FromErrno("mremap");
+      if (int e = RawProtect(reinterpret_cast<void*>(p), L, prot); e != 0) {
+        munmap(reinterpret_cast<void*>(p), L);
+        return Status::Error(e, "mprotect");
+      }
+      v->addr = reinterpret_cast<char*>(p);
+      list->Add(v);
+      std::lock_guard<std::mutex> g(mu_);
+      by_addr_[reinterpret_cast<uintptr_t>(v->addr)] = Entry{v, list};
+      n_.store(by_addr_.size(), std::memory_order_release);
+      return static_cast<void*>(v->addr);
+    }
+  }
   int mfd = memfd_create("mapfs-virtual-view", MFD_CLOEXEC);
   if (mfd < 0) return Status::FromErrno("memfd_create");
   auto v = std::make_shared<View>();
@@ -229,14 +352,14 @@ Result<void*> ViewRegistry::Map(const std::shared_ptr<VFile>& f, const std::shar
   if (ftruncate(mfd, static_cast<off_t>(L)) != 0) s = Status::FromErrno("ftruncate");
   if (s.ok()) {
     void* a = mmap(nullptr, L, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
-    void* t = mmap(nullptr, L, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void* t = twin ? mmap(nullptr, L, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) : nullptr;
     if (a != MAP_FAILED) v->alias = static_cast<char*>(a);
     if (t != MAP_FAILED) v->twin = static_cast<char*>(t);
     if (a == MAP_FAILED || t == MAP_FAILED) s = Status::FromErrno("mmap");
   }
-  if (s.ok()) s = Fill(*f, v->alias, L, off, &v->zero_from);
+  if (s.ok()) s = FillFd(*f, mfd, L, off, &v->zero_from);
   if (s.ok()) {
-    std::memcpy(v->twin, v->alias, L);
+    if (twin) std::memcpy(v->twin, v->alias, L);
     // Writable: past the file's first views (TrackFrom), mapped clean
     // (write-protected) and tracked; otherwise, or if it cannot be tracked,
     // given PROT_WRITE and compared whole.
@@ -358,7 +481,7 @@ Status ViewRegistry::Unmap(void* addr, size_t len) {
       auto right = std::make_shared<View>();
       right->addr = v.addr + cut_hi;
       right->alias = v.alias + cut_hi;
-      right->twin = v.twin + cut_hi;
+      right->twin = v.twin != nullptr ? v.twin + cut_hi : nullptr;
       right->len = v.len - cut_hi;
       right->off = v.off + cut_hi;
       right->f = v.f;
@@ -372,8 +495,13 @@ Status ViewRegistry::Unmap(void* addr, size_t len) {
       it = by_addr_.emplace(reinterpret_cast<uintptr_t>(right->addr), Entry{right, e.list}).first;
       ++it;
     }
-    munmap(v.alias + cut_lo, cut_hi - cut_lo);
-    munmap(v.twin + cut_lo, cut_hi - cut_lo);
+    // A read-only view unmapped whole, made since the last fork, leaves
+    // its alias as a spare (TakeSpareLocked); any other goes back.
+    if (cut_lo == 0 && cut_hi == v.len && v.twin == nullptr && v.track == nullptr && v.epoch == ForkEpoch())
+      KeepSpareLocked(v.alias, v.len);
+    else
+      munmap(v.alias + cut_lo, cut_hi - cut_lo);
+    if (v.twin != nullptr) munmap(v.twin + cut_lo, cut_hi - cut_lo);
     if (cut_lo > 0) {
       v.len = cut_lo;
       v.zero_from = std::min(v.zero_from, cut_lo);

@@ -16,6 +16,12 @@
 //   bytes nobody stored are never written, so writes made meanwhile through
 //   write() or by other processes to other bytes survive. A fork child
 //   shares the memfd pages, so parent and child see each other's stores.
+//   The memfd is filled by the kernel (VFile::CopyOut): the application's
+//   map faults in only the pages it touches.
+// - MAP_SHARED through a description not open for writing: the same
+//   without a twin (nothing can store into it; never compared), and its
+//   memory, once unmapped whole, is reused for the next such map (spare
+//   aliases, ViewRegistry below).
 //
 // Dirty tracking (vtrack.h): a writable shared view's application map is
 // write-protected where its pages are clean, and the first store into a
@@ -121,6 +127,10 @@ class ViewList {
 // addresses, not files).
 class ViewRegistry {
  public:
+  ViewRegistry() = default;
+  ~ViewRegistry();  // returns the spare aliases
+  ViewRegistry(const ViewRegistry&) = delete;
+  ViewRegistry& operator=(const ViewRegistry&) = delete;
   bool empty() const { return n_.load(std::memory_order_acquire) == 0; }
   // mmap of `f`'s content [off, off+len): see above. `list` is the file's;
   // `may_write`: mapped through a description open O_RDWR (View::may_write).
@@ -154,6 +164,23 @@ class ViewRegistry {
   };
   // The views meeting [lo, hi), collected under mu_ (used after it).
   std::vector<Hit> Hits(uintptr_t lo, uintptr_t hi);
+  // Spare aliases: the memory of read-only views unmapped whole, kept
+  // (pages allocated, engine-side map populated) for the next read-only
+  // view of about the same size, which is then filled by one copy with no
+  // page allocated, zeroed or faulted and mapped at the application's
+  // address with mremap (LevelDB maps and unmaps a table of ~2 MiB at a
+  // time). Only views made since the last fork: a fork child shares the
+  // pages of every shared view, so a spare from before it could be
+  // refilled by both processes at once. Under mu_.
+  struct Spare {
+    char* alias;
+    size_t len;
+    uint64_t epoch;
+  };
+  char* TakeSpareLocked(size_t len);
+  void KeepSpareLocked(char* alias, size_t len);
+  std::vector<Spare> spares_;  // oldest first
+  size_t spare_bytes_ = 0;
   std::mutex mu_;
   std::map<uintptr_t, Entry> by_addr_;
   std::atomic<size_t> n_{0};
