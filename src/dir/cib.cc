@@ -577,6 +577,27 @@ Status Cib::Remove(uint64_t root, std::string_view name, meta::MetaTx* tx) {
   return AddCount(root, tx, -1);
 }
 
+Status Cib::RemoveAt(uint64_t root, const EntryLoc& loc, std::string_view name, meta::MetaTx* tx) {
+  if (tx == nullptr) return Status::Error(EINVAL, "remove without a transaction");
+  if (loc.block == 0 || loc.slot < f::kFirstSlot || loc.slot >= f::kSlots) return Remove(root, name, tx);
+  // The caller's StillNames (or Lookup) checked this block (placement,
+  // tag, owner) and the entry's hash, name and inode under the lock held
+  // since. A media bit set now means the slot still holds that committed
+  // entry: live entries are never rewritten in place by a commit, and a
+  // slot whose entry moves (Split) has its media bit cleared in the same
+  // commit; blocks stay in their directory until it is destroyed.
+  const uint64_t bitmap = loc.block + offsetof(f::BlockHeader, bitmap);
+  const uint64_t bit = Bit(loc.slot);
+  if ((medium::Load64(reinterpret_cast<const uint64_t*>(env_.vm->at(bitmap))) & bit) == 0)
+    return Remove(root, name, tx);
+  auto p = tx->Load64(bitmap);
+  if (!p.ok()) return p.status();
+  if ((*p & bit) == 0) return Remove(root, name, tx);  // removed in the pending view: Remove says ENOENT
+  // CIB delete: one validity bit.
+  MAPFS_RETURN_IF_ERROR(tx->Store64(bitmap, *p & ~bit));
+  return AddCount(root, tx, -1);
+}
+
 Status Cib::Replace(uint64_t root, std::string_view name, Entry e, meta::MetaTx* tx) {
   MAPFS_RETURN_IF_ERROR(internal::ValidName(name));
   if (tx == nullptr) return Status::Error(EINVAL, "replace without a transaction");

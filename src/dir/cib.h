@@ -94,6 +94,15 @@ class Cib {
   Status Insert(uint64_t root, std::string_view name, Entry e, meta::MetaTx* tx);
   // ENOENT if absent. Adds one bitmap word (one bit cleared) and the count.
   Status Remove(uint64_t root, std::string_view name, meta::MetaTx* tx);
+  // Remove without the search, for a caller that holds the directory's
+  // write lock and, under it, saw StillNames(root, loc, name, ...) say true
+  // (or a Lookup find `name` at `loc`). Only changes committed under that
+  // lock can have moved the entry since, and every one of them (a split or
+  // an overflow of this directory, by an Insert sharing `tx`) clears its
+  // media bit where it was; so the entry is still at `loc` exactly when
+  // its bit is set on media and in tx's pending view, and then this clears
+  // it as Remove would. Otherwise (or loc.block 0) it is Remove.
+  Status RemoveAt(uint64_t root, const EntryLoc& loc, std::string_view name, meta::MetaTx* tx);
   // Changes the inode and type of an existing entry. ENOENT if absent.
   Status Replace(uint64_t root, std::string_view name, Entry e, meta::MetaTx* tx);
 

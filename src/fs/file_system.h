@@ -330,7 +330,7 @@ class FileSystem {
   // Under `parent`'s lock: `name` still names `ino` there (a Walk's
   // finding, checked at its location first, else by a lookup).
   bool StillNames(uint64_t parent_root, const Walk& w, std::string_view name, uint64_t ino);
-  Status LockAndRecheck(meta::LockSet* ls, const Walk& w, uint64_t ino);
+  Status LockAndRecheck(meta::LockSet* ls, const Walk& w, uint64_t ino, dir::EntryLoc* found = nullptr);
   Status CreateNode(const Walk& w, mode_t mode, const std::string* link_target, uint64_t* out_ino, bool pin,
                     const Owner* owner, uint64_t rdev = 0);
   bool IsAncestor(uint64_t anc, uint64_t d);

@@ -442,19 +442,27 @@ Status FileSystem::KillInode(uint64_t ino) {
 // released) to retry. ino 0 (the name must still be absent) checks only the
 // parent: the caller's Cib::Insert, under these locks, refuses a name that
 // appeared meanwhile (EEXIST), so a second lookup here would only repeat it.
-Status FileSystem::LockAndRecheck(LockSet* ls, const Walk& w, uint64_t ino) {
+// `found` (optional, ino != 0): where the name was seen under the locks, for
+// Cib::RemoveAt (block 0 when not known: "." / "..").
+Status FileSystem::LockAndRecheck(LockSet* ls, const Walk& w, uint64_t ino, dir::EntryLoc* found) {
   ls->Acquire();
+  if (found != nullptr) *found = dir::EntryLoc{};
   Inode* p = Ino(w.parent);
   if (p == nullptr || p->mode == 0 || p->nlink == 0) return Status::Error(ENOENT, "directory was removed");
   if (IsDot(w.name) || ino == 0) return Status::Ok();
-  if (cib_->StillNames(p->part, w.loc, w.name, ino)) return Status::Ok();
-  auto e = cib_->Lookup(p->part, w.name);
+  if (cib_->StillNames(p->part, w.loc, w.name, ino)) {
+    if (found != nullptr) *found = w.loc;
+    return Status::Ok();
+  }
+  dir::EntryLoc loc;
+  auto e = cib_->Lookup(p->part, w.name, &loc);
   uint64_t now = e.ok() ? e->ino : 0;
   if (!e.ok() && e.status().code() != ENOENT) return e.status();
   if (now != ino) {
     ls->Release();
     return Status::Error(EAGAIN, "changed");
   }
+  if (found != nullptr) *found = loc;
   return Status::Ok();
 }
 
@@ -576,7 +584,8 @@ Status FileSystem::Unlink(std::string_view path, uint64_t at) {
     LockSet ls(locks_.get());
     ls.Add(w->parent, true);
     ls.Add(w->ino, true);
-    Status st = LockAndRecheck(&ls, *w, w->ino);
+    dir::EntryLoc at_loc;
+    Status st = LockAndRecheck(&ls, *w, w->ino, &at_loc);
     if (st.code() == EAGAIN) continue;
     if (!st.ok()) return st;
     MAPFS_RETURN_IF_ERROR(MayDelete(CurrentCred(), w->parent, w->ino));
@@ -590,7 +599,9 @@ Status FileSystem::Unlink(std::string_view path, uint64_t at) {
     // Unlink never removes a directory (EISDIR above), but an entry whose
     // type says directory may be cached (name_cache.h) whatever its inode.
     if (w->type == DT_DIR) NoteNameRemoved();
-    MAPFS_RETURN_IF_ERROR(cib_->Remove(DirRoot(w->parent), w->name, &tx));
+    // Where the recheck found the name, under the locks still held: no
+    // second search of the directory.
+    MAPFS_RETURN_IF_ERROR(cib_->RemoveAt(DirRoot(w->parent), at_loc, w->name, &tx));
     MAPFS_RETURN_IF_ERROR(TouchDir(w->parent, now, 0, &tx));
     MAPFS_RETURN_IF_ERROR(DropLink(w->ino, now, &tx, &free_after));
     MAPFS_RETURN_IF_ERROR(tx.Commit());
@@ -759,7 +770,8 @@ Status FileSystem::Rename(std::string_view from, std::string_view to, unsigned f
     ls.Add(d->parent, true);
     ls.Add(s->ino, true);
     ls.Add(d->ino, true);
-    Status st = LockAndRecheck(&ls, *s, s->ino);
+    dir::EntryLoc s_loc;
+    Status st = LockAndRecheck(&ls, *s, s->ino, &s_loc);
     if (st.ok()) {
       Inode* dp = Ino(d->parent);
       if (dp == nullptr || dp->mode == 0 || dp->nlink == 0) return Status::Error(ENOENT, "directory was removed");
@@ -837,7 +849,9 @@ Status FileSystem::Rename(std::string_view from, std::string_view to, unsigned f
       MAPFS_RETURN_IF_ERROR(ins);
     }
     if (sdir || s->type == DT_DIR) NoteNameRemoved();
-    MAPFS_RETURN_IF_ERROR(cib_->Remove(sroot, s->name, &tx));
+    // At the slot the recheck saw, unless the Insert or Replace above moved
+    // it (a split of the same block: RemoveAt then searches).
+    MAPFS_RETURN_IF_ERROR(cib_->RemoveAt(sroot, s_loc, s->name, &tx));
     MAPFS_RETURN_IF_ERROR(tx.Store64(sv + offsetof(Inode, ctime_ns), static_cast<uint64_t>(now)));
     int sdelta = 0, ddelta = 0;
     if (sdir && cross) {
