@@ -292,6 +292,14 @@ class FileSystem {
     // read lock, right where it found the name (as OpenExisting would after
     // a recheck); the caller owns that count and drops it with Close.
     bool pinned = false;
+    // Set by the caller of ResolveTo: a call that creates the last name
+    // unless it exists (open O_CREAT|O_EXCL, mkdir, mknod, symlink) looks
+    // it up itself under the parent's write lock, in the same descent that
+    // finds where to insert it (CreateNode). The walk then stops at the
+    // parent: `deferred` set, ino 0 (nothing known yet). Only for a plain
+    // name without a trailing slash ("." and ".." are looked up as ever).
+    bool defer_last = false;
+    bool deferred = false;
     // Set by the caller of ResolveTo: whether it reads `name` (the last
     // component) afterwards. Copying it cost a stat ~75 instructions; a
     // stat never reads it, an open without O_CREAT only when the walk did
