@@ -236,7 +236,7 @@ TEST_F(dir_tx, RemoveAtFollowsEntriesMovedBySplits) {
     }
     Rng rng(hash ? 5 : 6);
     auto blocks0 = fx_.cib->Stats(*r)->blocks;
-    for (int k = 0; k < 400; k++) {
+    for (int k = 0; k < 300; k++) {
       auto it = m.begin();
       std::advance(it, rng.Below(m.size()));
       std::string victim = it->first;
@@ -245,8 +245,10 @@ TEST_F(dir_tx, RemoveAtFollowsEntriesMovedBySplits) {
       DIR_ASSERT_OK(e);
       auto tx = fx_.Tx();
       Model next = m;
-      // Enough new names to split the victim's block now and then.
-      for (int j = 0; j < 1 + static_cast<int>(rng.Below(6)); j++) {
+      // Enough new names to split the victim's block now and then, and to
+      // land in its old slot after a split moved it (the slot is free on
+      // media and in the pending view then).
+      for (int j = 0; j < 1 + static_cast<int>(rng.Below(30)); j++) {
         std::string n = "n" + std::to_string(k) + "-" + std::to_string(j) + (j == 2 ? std::string(60, 'x') : "");
         DIR_ASSERT_OK(fx_.cib->Insert(*r, n, {9000u + k, DT_REG}, &tx));
         next[n] = {9000u + k, DT_REG};
@@ -263,6 +265,41 @@ TEST_F(dir_tx, RemoveAtFollowsEntriesMovedBySplits) {
     EXPECT_GE(fx_.cib->Stats(*r)->blocks, blocks0 + 10) << "the inserts should have split blocks";
     dir::SetHashForTesting(nullptr);
   }
+}
+
+// Hashes in name order: "e<N>" high, "s<N>" low (below every "e").
+uint64_t OrderedHash(std::string_view s) {
+  uint64_t n = std::stoull(std::string(s.substr(1)));
+  return s[0] == 'e' ? (n + 1) << 40 : n + 1;
+}
+
+// The case the pending view alone misses: a split moves the entry out of
+// its slot and a later insert of the same transaction takes that slot. The
+// bit at `loc` is then set in the pending view, for the newcomer.
+TEST_F(dir_tx, RemoveAtDoesNotClearANewcomerInTheMovedEntrysSlot) {
+  dir::SetHashForTesting(&OrderedHash);
+  auto r = fx_.cib->Create();
+  DIR_ASSERT_OK(r);
+  Model m;
+  for (int i = 1; i <= 62; i++) {  // one full block, e1 in slot 2 ... e62 in slot 63
+    DIR_ASSERT_OK(fx_.Insert(*r, "e" + std::to_string(i), i));
+    m["e" + std::to_string(i)] = {static_cast<uint64_t>(i), DT_REG};
+  }
+  dir::EntryLoc loc;
+  DIR_ASSERT_OK(fx_.cib->Lookup(*r, "e40", &loc));  // in the upper half: a split moves it
+  auto tx = fx_.Tx();
+  DIR_ASSERT_OK(fx_.cib->Insert(*r, "e63", {63, DT_REG}, &tx));  // splits
+  m["e63"] = {63, DT_REG};
+  ASSERT_EQ(fx_.cib->Stats(*r)->blocks, 2u);
+  for (int j = 1; j <= 20; j++) {  // the lower block's freed slots, e40's among them
+    DIR_ASSERT_OK(fx_.cib->Insert(*r, "s" + std::to_string(j), {100u + j, DT_REG}, &tx));
+    m["s" + std::to_string(j)] = {100u + static_cast<uint64_t>(j), DT_REG};
+  }
+  DIR_ASSERT_OK(fx_.cib->RemoveAt(*r, loc, "e40", &tx));
+  m.erase("e40");
+  DIR_ASSERT_OK(tx.Commit());
+  ExpectMatches(fx_, *r, m, "after commit");
+  dir::SetHashForTesting(nullptr);
 }
 
 // InsertAt at the spot FindForInsert gave: the entry lands as Insert would
