@@ -562,6 +562,69 @@ Status Cib::Insert(uint64_t root, std::string_view name, Entry e, meta::MetaTx* 
   return d.Damaged(root, "insert found no room after repeated splits");
 }
 
+Result<Entry> Cib::FindForInsert(uint64_t root, std::string_view name, InsertSpot* spot, EntryLoc* loc) {
+  *spot = InsertSpot{};
+  MAPFS_RETURN_IF_ERROR(internal::ValidName(name));
+  Dir d(env_, root);
+  MAPFS_RETURN_IF_ERROR(d.Open());
+  const uint64_t h = d.Hash(name);
+  const int need = 1 + f::ContSlots(name.size());
+  spot->hash = h;
+  internal::Path path;
+  Dir::BlockList group;
+  MAPFS_RETURN_IF_ERROR(d.Group(h, &group, &path));
+  for (uint64_t blk : group) {
+    PendBlock pb;
+    MAPFS_RETURN_IF_ERROR(d.LoadPend(blk, nullptr, &pb));  // media: no transaction yet
+    int slot;
+    MAPFS_RETURN_IF_ERROR(d.FindInBlock(pb, h, name, nullptr, &slot));
+    if (slot >= 0) {
+      const auto* s = d.At<f::Slot>(SlotVoff(blk, slot));
+      if (loc != nullptr) *loc = EntryLoc{blk, slot};
+      return Entry{s->ino, s->type};
+    }
+    // The first block with room, as Insert picks it.
+    if (spot->block == 0 && pb.FreeSlots() >= need) {
+      spot->block = blk;
+      spot->bitmap = pb.M;
+      spot->longmap = pb.LM;
+      spot->occupied = pb.occupied;
+    }
+  }
+  return Status::Error(ENOENT, "no such entry");
+}
+
+Status Cib::InsertAt(uint64_t root, const InsertSpot& spot, std::string_view name, Entry e, meta::MetaTx* tx) {
+  if (tx == nullptr) return Status::Error(EINVAL, "insert without a transaction");
+  if (spot.block == 0 || name.size() > kMaxName) return Insert(root, name, e, tx);
+  const auto* b = reinterpret_cast<const f::BlockHeader*>(env_.vm->at(spot.block));
+  // The write lock held since FindForInsert already keeps all of this;
+  // checked anyway (a few loads of a line in cache): a spot whose block
+  // changed is only a cost, never a misplaced entry.
+  if (medium::Load64(&b->bitmap) != spot.bitmap || medium::Load64(&b->longmap) != spot.longmap ||
+      spot.hash < b->min || spot.hash > b->max)
+    return Insert(root, name, e, tx);
+  auto mine = tx->StoresIn(spot.block, f::kPartSize);
+  if (!mine.ok()) return mine.status();
+  if (*mine) return Insert(root, name, e, tx);
+  // The pending view equals media here (no store of tx in the block), so
+  // this is the PendBlock Insert would have built.
+  PendBlock pb;
+  pb.voff = spot.block;
+  pb.M = pb.P = spot.bitmap;
+  pb.LM = pb.LP = spot.longmap;
+  pb.occupied = spot.occupied;
+  const int need = 1 + f::ContSlots(name.size());
+  if (pb.FreeSlots() < need) return Insert(root, name, e, tx);
+  uint64_t free = f::kSlotMask & ~pb.occupied;
+  int slots[1 + f::kMaxCont];
+  for (int k = 0; k < need; k++) {
+    slots[k] = __builtin_ctzll(free);
+    free &= free - 1;
+  }
+  return WriteEntry(root, pb, slots[0], slots + 1, spot.hash, name, e, tx);
+}
+
 Status Cib::Remove(uint64_t root, std::string_view name, meta::MetaTx* tx) {
   MAPFS_RETURN_IF_ERROR(internal::ValidName(name));
   if (tx == nullptr) return Status::Error(EINVAL, "remove without a transaction");
@@ -574,6 +637,27 @@ Status Cib::Remove(uint64_t root, std::string_view name, meta::MetaTx* tx) {
   if (found.slot < 0) return Status::Error(ENOENT, "no such entry");
   // CIB delete: one validity bit.
   MAPFS_RETURN_IF_ERROR(tx->Store64(found.blk + offsetof(f::BlockHeader, bitmap), found.pb.P & ~Bit(found.slot)));
+  return AddCount(root, tx, -1);
+}
+
+Status Cib::RemoveAt(uint64_t root, const EntryLoc& loc, std::string_view name, meta::MetaTx* tx) {
+  if (tx == nullptr) return Status::Error(EINVAL, "remove without a transaction");
+  if (loc.block == 0 || loc.slot < f::kFirstSlot || loc.slot >= f::kSlots) return Remove(root, name, tx);
+  // The caller's StillNames (or Lookup) checked this block (placement,
+  // tag, owner) and the entry's hash, name and inode under the lock held
+  // since. A media bit set now means the slot still holds that committed
+  // entry: live entries are never rewritten in place by a commit, and a
+  // slot whose entry moves (Split) has its media bit cleared in the same
+  // commit; blocks stay in their directory until it is destroyed.
+  const uint64_t bitmap = loc.block + offsetof(f::BlockHeader, bitmap);
+  const uint64_t bit = Bit(loc.slot);
+  if ((medium::Load64(reinterpret_cast<const uint64_t*>(env_.vm->at(bitmap))) & bit) == 0)
+    return Remove(root, name, tx);
+  auto p = tx->Load64(bitmap);
+  if (!p.ok()) return p.status();
+  if ((*p & bit) == 0) return Remove(root, name, tx);  // removed in the pending view: Remove says ENOENT
+  // CIB delete: one validity bit.
+  MAPFS_RETURN_IF_ERROR(tx->Store64(bitmap, *p & ~bit));
   return AddCount(root, tx, -1);
 }
 

@@ -53,6 +53,14 @@ struct EntryLoc {
   int slot = -1;
 };
 constexpr size_t kMaxName = 255;
+// Where Insert would put a name: found by Cib::FindForInsert, used by
+// Cib::InsertAt. The block's words as they were then on media.
+struct InsertSpot {
+  uint64_t hash = 0;
+  uint64_t block = 0;  // 0: no block of the name's group had room (InsertAt splits)
+  uint64_t bitmap = 0, longmap = 0;
+  uint64_t occupied = 0;  // slots in use: heads and continuation slots
+};
 
 struct CibStats {
   uint64_t entries = 0;
@@ -92,8 +100,28 @@ class Cib {
   // on one or several directories, may share `tx`: each reads the others'
   // pending stores through tx->Load64.
   Status Insert(uint64_t root, std::string_view name, Entry e, meta::MetaTx* tx);
+  // The lookup of a caller that holds the directory's write lock and will
+  // insert `name` if it is absent: one descent answers both. The entry if
+  // present (as Lookup, where it is in *loc when given); else ENOENT with
+  // *spot set for InsertAt.
+  Result<Entry> FindForInsert(uint64_t root, std::string_view name, InsertSpot* spot, EntryLoc* loc = nullptr);
+  // Insert at `spot` (FindForInsert's, for this name, under the write lock
+  // held since): the entry's stores without a second search. A spot stands
+  // while its block's bitmap and long-name words are unchanged on media and
+  // `tx` holds no store into the block; otherwise (or spot.block 0) this
+  // is Insert, which searches and makes room.
+  Status InsertAt(uint64_t root, const InsertSpot& spot, std::string_view name, Entry e, meta::MetaTx* tx);
   // ENOENT if absent. Adds one bitmap word (one bit cleared) and the count.
   Status Remove(uint64_t root, std::string_view name, meta::MetaTx* tx);
+  // Remove without the search, for a caller that holds the directory's
+  // write lock and, under it, saw StillNames(root, loc, name, ...) say true
+  // (or a Lookup find `name` at `loc`). Only changes committed under that
+  // lock can have moved the entry since, and every one of them (a split or
+  // an overflow of this directory, by an Insert sharing `tx`) clears its
+  // media bit where it was; so the entry is still at `loc` exactly when
+  // its bit is set on media and in tx's pending view, and then this clears
+  // it as Remove would. Otherwise (or loc.block 0) it is Remove.
+  Status RemoveAt(uint64_t root, const EntryLoc& loc, std::string_view name, meta::MetaTx* tx);
   // Changes the inode and type of an existing entry. ENOENT if absent.
   Status Replace(uint64_t root, std::string_view name, Entry e, meta::MetaTx* tx);
 

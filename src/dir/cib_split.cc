@@ -98,13 +98,14 @@ Status Dir::Split(const Path& path, uint64_t h_new, int need_new, meta::MetaTx* 
   PendBlock pb;
   MAPFS_RETURN_IF_ERROR(LoadPend(X, tx, &pb));
   std::vector<Head> heads;
+  heads.reserve(static_cast<size_t>(__builtin_popcountll(pb.M | pb.P)));
   // Slots claimed so far: every head, then each continuation slot once. A
   // block whose heads share continuation slots (or point them at a head)
   // is damaged; without this check the heads' usage could exceed the
   // block and step 4 would pack them past the new block's image.
   uint64_t claimed = pb.M | pb.P;
   for (uint64_t m = pb.M | pb.P; m; m &= m - 1) {
-    Head hd;
+    Head& hd = heads.emplace_back();
     hd.slot = __builtin_ctzll(m);
     hd.media = (pb.M & Bit(hd.slot)) != 0;
     hd.pend = (pb.P & Bit(hd.slot)) != 0;
@@ -125,7 +126,6 @@ Status Dir::Split(const Path& path, uint64_t h_new, int need_new, meta::MetaTx* 
         std::memcpy(hd.conts[k] + 8 * w, &v, 8);
       }
     }
-    heads.push_back(hd);
   }
 
   // 2. The boundary b: X keeps [lo, b], the new block Y takes [b+1, hi].
@@ -323,9 +323,15 @@ Status Dir::Split(const Path& path, uint64_t h_new, int need_new, meta::MetaTx* 
   //    X's bitmap is always re-recorded: a record it already holds (even one
   //    equal to the old media word) would otherwise bring back moved bits.
   if (tx != nullptr) {
+    // Replaced inode/type words can only be pending where the caller's
+    // transaction stored into X's slots (a create's holds none: its inode
+    // words only); asked before X's bitmap is re-recorded below.
+    auto slots_pending = tx->StoresIn(X + f::SlotOff(f::kFirstSlot), f::kPartSize - f::SlotOff(f::kFirstSlot));
+    if (!slots_pending.ok()) return slots_pending.status();
     MAPFS_RETURN_IF_ERROR(tx->Store64(X + offsetof(f::BlockHeader, bitmap), pb.P & ~moved_all));
     if (y_pend != y_media) MAPFS_RETURN_IF_ERROR(tx->Store64(Y + offsetof(f::BlockHeader, bitmap), y_pend));
     for (const Move& mv : moves) {
+      if (!*slots_pending) break;
       if (!mv.media || !mv.pend) continue;
       const auto* old = At<f::Slot>(SlotVoff(X, mv.from));
       uint64_t ino, w2;

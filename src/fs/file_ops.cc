@@ -130,6 +130,10 @@ Status FileSystem::OpenInto(OpenFile* f, std::string_view path, int flags, mode_
     // Without O_CREAT the name is read only to recheck a find the walk
     // could not pin (OpenExisting); a create needs it.
     if (!(flags & O_CREAT)) w.name_use = Walk::NameUse::kUnlessPinned;
+    // O_EXCL: the name must not exist, so CreateNode looks it up under the
+    // parent's write lock in the descent that inserts it. (Plain O_CREAT
+    // usually opens an existing file: it keeps the read-locked lookup.)
+    w.defer_last = excl;
     MAPFS_RETURN_IF_ERROR(ResolveTo(&w, cr, at, path, follow, 0, false, !(flags & O_CREAT)));
     if (w.ino == 0) {
       if (!(flags & O_CREAT)) return Status::Error(ENOENT, "no such file or directory");

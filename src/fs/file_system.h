@@ -292,6 +292,14 @@ class FileSystem {
     // read lock, right where it found the name (as OpenExisting would after
     // a recheck); the caller owns that count and drops it with Close.
     bool pinned = false;
+    // Set by the caller of ResolveTo: a call that creates the last name
+    // unless it exists (open O_CREAT|O_EXCL, mkdir, mknod, symlink) looks
+    // it up itself under the parent's write lock, in the same descent that
+    // finds where to insert it (CreateNode). The walk then stops at the
+    // parent: `deferred` set, ino 0 (nothing known yet). Only for a plain
+    // name without a trailing slash ("." and ".." are looked up as ever).
+    bool defer_last = false;
+    bool deferred = false;
     // Set by the caller of ResolveTo: whether it reads `name` (the last
     // component) afterwards. Copying it cost a stat ~75 instructions; a
     // stat never reads it, an open without O_CREAT only when the walk did
@@ -330,7 +338,7 @@ class FileSystem {
   // Under `parent`'s lock: `name` still names `ino` there (a Walk's
   // finding, checked at its location first, else by a lookup).
   bool StillNames(uint64_t parent_root, const Walk& w, std::string_view name, uint64_t ino);
-  Status LockAndRecheck(meta::LockSet* ls, const Walk& w, uint64_t ino);
+  Status LockAndRecheck(meta::LockSet* ls, const Walk& w, uint64_t ino, dir::EntryLoc* found = nullptr);
   Status CreateNode(const Walk& w, mode_t mode, const std::string* link_target, uint64_t* out_ino, bool pin,
                     const Owner* owner, uint64_t rdev = 0);
   bool IsAncestor(uint64_t anc, uint64_t d);

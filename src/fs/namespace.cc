@@ -195,6 +195,13 @@ Status FileSystem::ResolveTo(Walk* out, const Cred& cr, uint64_t at, std::string
       // success: the last component, no trailing slash to judge, not a
       // symlink (LookupIn's check) that may be followed.
       bool pin = pin_last && last && !trailing;
+      if (last && w.defer_last && !trailing) {
+        w.parent = cur;
+        w.name.assign(c.data(), c.size());
+        w.ino = 0;
+        w.deferred = true;
+        return Status::Ok();
+      }
       // A directory passed through may come from the name cache; the
       // epoch is read before the lookup whose answer is stored.
       uint64_t epoch = last ? 0 : names_.Epoch();
@@ -234,8 +241,10 @@ Status FileSystem::ResolveTo(Walk* out, const Cred& cr, uint64_t at, std::string
         rest = t.size() == prefix_.size() ? std::string("/") : std::string(t.substr(prefix_.size()));
       }
       const Walk::NameUse use = w.name_use;
+      const bool defer = w.defer_last;
       w = Walk{};  // the walk of the target starts afresh (nothing was pinned: a symlink)
       w.name_use = use;
+      w.defer_last = defer;
       return ResolveTo(out, cr, rest[0] == '/' ? meta::format::kRootIno : cur, rest, follow_last, depth + 1,
                        keep_last, pin_last);
     }
@@ -442,19 +451,27 @@ Status FileSystem::KillInode(uint64_t ino) {
 // released) to retry. ino 0 (the name must still be absent) checks only the
 // parent: the caller's Cib::Insert, under these locks, refuses a name that
 // appeared meanwhile (EEXIST), so a second lookup here would only repeat it.
-Status FileSystem::LockAndRecheck(LockSet* ls, const Walk& w, uint64_t ino) {
+// `found` (optional, ino != 0): where the name was seen under the locks, for
+// Cib::RemoveAt (block 0 when not known: "." / "..").
+Status FileSystem::LockAndRecheck(LockSet* ls, const Walk& w, uint64_t ino, dir::EntryLoc* found) {
   ls->Acquire();
+  if (found != nullptr) *found = dir::EntryLoc{};
   Inode* p = Ino(w.parent);
   if (p == nullptr || p->mode == 0 || p->nlink == 0) return Status::Error(ENOENT, "directory was removed");
   if (IsDot(w.name) || ino == 0) return Status::Ok();
-  if (cib_->StillNames(p->part, w.loc, w.name, ino)) return Status::Ok();
-  auto e = cib_->Lookup(p->part, w.name);
+  if (cib_->StillNames(p->part, w.loc, w.name, ino)) {
+    if (found != nullptr) *found = w.loc;
+    return Status::Ok();
+  }
+  dir::EntryLoc loc;
+  auto e = cib_->Lookup(p->part, w.name, &loc);
   uint64_t now = e.ok() ? e->ino : 0;
   if (!e.ok() && e.status().code() != ENOENT) return e.status();
   if (now != ino) {
     ls->Release();
     return Status::Error(EAGAIN, "changed");
   }
+  if (found != nullptr) *found = loc;
   return Status::Ok();
 }
 
@@ -464,6 +481,24 @@ Status FileSystem::CreateNode(const Walk& w, mode_t mode, const std::string* lin
   ls.Add(w.parent, true);
   Status st = LockAndRecheck(&ls, w, 0);
   if (!st.ok()) return st;
+  // A deferred walk left the last name to this lookup, under the write
+  // lock: EEXIST if present (before the permission to create is judged, as
+  // Linux does), else where Insert will put it, with no second descent.
+  dir::InsertSpot spot;
+  if (w.deferred) {
+    Inode* p = Ino(w.parent);
+    if (!S_ISDIR(p->mode)) return Status::Error(ENOENT, "directory was removed");
+    auto e = cib_->FindForInsert(p->part, w.name, &spot, nullptr);
+    if (e.ok()) {
+      // LookupIn's check: under the lock an entry never names a free inode.
+      Inode* c = Ino(e->ino);
+      if (c == nullptr || medium::Load64(&c->mode) == 0)
+        return Status::Error(EUCLEAN, "entry '" + w.name + "' of directory inode " + std::to_string(w.parent) +
+                                          " names free inode " + std::to_string(e->ino) + " (run fsck --repair)");
+      return Status::Error(EEXIST, "file exists");
+    }
+    if (e.status().code() != ENOENT) return e.status();
+  }
   if (w.name.size() > dir::kMaxName) return Status::Error(ENAMETOOLONG, "name too long");
   MAPFS_RETURN_IF_ERROR(MayCreate(CurrentCred(), w.parent));
   auto ino = inodes_->Reserve();
@@ -507,9 +542,11 @@ Status FileSystem::CreateNode(const Walk& w, mode_t mode, const std::string* lin
     }
   }
   if (st.ok()) {
-    st = cib_->Insert(DirRoot(w.parent), w.name, {*ino, DtOf(mode)}, &tx);
+    st = w.deferred ? cib_->InsertAt(DirRoot(w.parent), spot, w.name, {*ino, DtOf(mode)}, &tx)
+                    : cib_->Insert(DirRoot(w.parent), w.name, {*ino, DtOf(mode)}, &tx);
     // The name appeared since the walk (LockAndRecheck leaves that check to
     // Insert): walk again, which opens it or says EEXIST as the call wants.
+    // (Not after a deferred walk: the name was absent under this lock.)
     if (st.code() == EEXIST) st = Status::Error(EAGAIN, "changed");
   }
   if (st.ok()) st = TouchDir(w.parent, file::NowNs(), S_ISDIR(mode) ? 1 : 0, &tx);
@@ -523,8 +560,12 @@ Status FileSystem::CreateNode(const Walk& w, mode_t mode, const std::string* lin
 
 Status FileSystem::Mkdir(std::string_view path, mode_t mode, uint64_t at, const Owner* owner) {
   for (;;) {
-    auto w = Resolve(CurrentCred(), at, path, false, 0, true);
-    if (!w.ok()) return w.status();
+    // The last name is looked up by CreateNode, under the write lock
+    // (Walk::defer_last).
+    Walk walk;
+    walk.defer_last = true;
+    MAPFS_RETURN_IF_ERROR(ResolveTo(&walk, CurrentCred(), at, path, false, 0, true));
+    Walk* w = &walk;
     if (w->ino != 0) return Status::Error(EEXIST, "file exists");
     if (w->too_long) return Status::Error(ENAMETOOLONG, "name too long");
     Status st = CreateNode(*w, S_IFDIR | (mode & 07777), nullptr, nullptr, false, owner);
@@ -539,8 +580,12 @@ Status FileSystem::Mknod(std::string_view path, mode_t mode, dev_t dev, uint64_t
     return Status::Error(EINVAL, "mknod of a directory, symlink or unknown type");
   uint64_t rdev = (type == S_IFCHR || type == S_IFBLK) ? static_cast<uint64_t>(dev) : 0;
   for (;;) {
-    auto w = Resolve(CurrentCred(), at, path, false, 0, true);
-    if (!w.ok()) return w.status();
+    // The last name is looked up by CreateNode, under the write lock
+    // (Walk::defer_last).
+    Walk walk;
+    walk.defer_last = true;
+    MAPFS_RETURN_IF_ERROR(ResolveTo(&walk, CurrentCred(), at, path, false, 0, true));
+    Walk* w = &walk;
     if (w->ino != 0) return Status::Error(EEXIST, "file exists");
     if (w->too_long) return Status::Error(ENAMETOOLONG, "name too long");
     if (w->trailing_slash) return Status::Error(ENOENT, "no such directory");
@@ -554,8 +599,12 @@ Status FileSystem::Symlink(std::string_view target, std::string_view path, uint6
   if (target.size() >= PATH_MAX) return Status::Error(ENAMETOOLONG, "symlink target too long");
   std::string t(target);
   for (;;) {
-    auto w = Resolve(CurrentCred(), at, path, false, 0, true);
-    if (!w.ok()) return w.status();
+    // The last name is looked up by CreateNode, under the write lock
+    // (Walk::defer_last).
+    Walk walk;
+    walk.defer_last = true;
+    MAPFS_RETURN_IF_ERROR(ResolveTo(&walk, CurrentCred(), at, path, false, 0, true));
+    Walk* w = &walk;
     if (w->ino != 0) return Status::Error(EEXIST, "file exists");
     if (w->too_long) return Status::Error(ENAMETOOLONG, "name too long");
     if (w->trailing_slash) return Status::Error(ENOENT, "no such directory");
@@ -576,7 +625,8 @@ Status FileSystem::Unlink(std::string_view path, uint64_t at) {
     LockSet ls(locks_.get());
     ls.Add(w->parent, true);
     ls.Add(w->ino, true);
-    Status st = LockAndRecheck(&ls, *w, w->ino);
+    dir::EntryLoc at_loc;
+    Status st = LockAndRecheck(&ls, *w, w->ino, &at_loc);
     if (st.code() == EAGAIN) continue;
     if (!st.ok()) return st;
     MAPFS_RETURN_IF_ERROR(MayDelete(CurrentCred(), w->parent, w->ino));
@@ -590,7 +640,9 @@ Status FileSystem::Unlink(std::string_view path, uint64_t at) {
     // Unlink never removes a directory (EISDIR above), but an entry whose
     // type says directory may be cached (name_cache.h) whatever its inode.
     if (w->type == DT_DIR) NoteNameRemoved();
-    MAPFS_RETURN_IF_ERROR(cib_->Remove(DirRoot(w->parent), w->name, &tx));
+    // Where the recheck found the name, under the locks still held: no
+    // second search of the directory.
+    MAPFS_RETURN_IF_ERROR(cib_->RemoveAt(DirRoot(w->parent), at_loc, w->name, &tx));
     MAPFS_RETURN_IF_ERROR(TouchDir(w->parent, now, 0, &tx));
     MAPFS_RETURN_IF_ERROR(DropLink(w->ino, now, &tx, &free_after));
     MAPFS_RETURN_IF_ERROR(tx.Commit());
@@ -701,12 +753,27 @@ Status FileSystem::Rename(std::string_view from, std::string_view to, unsigned f
   if ((flags & RENAME_NOREPLACE) && (flags & RENAME_EXCHANGE))
     return Status::Error(EINVAL, "RENAME_NOREPLACE with RENAME_EXCHANGE");
   bool exchange = flags & RENAME_EXCHANGE;
+  // A plain rename usually moves a name to a free one: the target's last
+  // name is then looked up once, under the parents' write locks, by the
+  // descent that finds where to insert it (Walk::defer_last). If it exists
+  // after all, what that lookup found completes the target's walk, as the
+  // walk would have found it, and the rename goes round once more with the
+  // two walks it has (`found_target`): its inode is locked too this time,
+  // and the found name is rechecked under the locks like any walk's.
+  Walk source, target;
+  bool found_target = false;
   for (;;) {
     const Cred& cr = CurrentCred();
-    auto s = Resolve(cr, from_at, from, false, 0, true);
-    if (!s.ok()) return s.status();
-    auto d = Resolve(cr, to_at, to, false, 0, true);
-    if (!d.ok()) return d.status();
+    if (!found_target) {
+      source = Walk{};
+      MAPFS_RETURN_IF_ERROR(ResolveTo(&source, cr, from_at, from, false, 0, true));
+      target = Walk{};
+      target.defer_last = flags == 0;
+      MAPFS_RETURN_IF_ERROR(ResolveTo(&target, cr, to_at, to, false, 0, true));
+    }
+    found_target = false;
+    Walk* s = &source;
+    Walk* d = &target;
     // Linux's order: "." / ".." / the root as a last component, then
     // existence, then trailing slashes on non-directories.
     // RENAME_NOREPLACE turns a target of "." / ".." / the root into EEXIST
@@ -759,7 +826,8 @@ Status FileSystem::Rename(std::string_view from, std::string_view to, unsigned f
     ls.Add(d->parent, true);
     ls.Add(s->ino, true);
     ls.Add(d->ino, true);
-    Status st = LockAndRecheck(&ls, *s, s->ino);
+    dir::EntryLoc s_loc;
+    Status st = LockAndRecheck(&ls, *s, s->ino, &s_loc);
     if (st.ok()) {
       Inode* dp = Ino(d->parent);
       if (dp == nullptr || dp->mode == 0 || dp->nlink == 0) return Status::Error(ENOENT, "directory was removed");
@@ -769,6 +837,27 @@ Status FileSystem::Rename(std::string_view from, std::string_view to, unsigned f
     }
     if (st.code() == EAGAIN) continue;
     if (!st.ok()) return st;
+    dir::InsertSpot spot;
+    if (d->deferred) {
+      Inode* dp = Ino(d->parent);
+      if (!S_ISDIR(dp->mode)) return Status::Error(ENOENT, "directory was removed");
+      dir::EntryLoc loc;
+      auto e = cib_->FindForInsert(dp->part, d->name, &spot, &loc);
+      if (e.ok()) {
+        // LookupIn's check: under the lock an entry never names a free inode.
+        Inode* c = Ino(e->ino);
+        if (c == nullptr || medium::Load64(&c->mode) == 0)
+          return Status::Error(EUCLEAN, "entry '" + d->name + "' of directory inode " + std::to_string(d->parent) +
+                                            " names free inode " + std::to_string(e->ino) + " (run fsck --repair)");
+        d->ino = e->ino;
+        d->type = e->type;
+        d->loc = loc;
+        d->deferred = false;
+        found_target = true;  // round again with its inode locked (locks released here)
+        continue;
+      }
+      if (e.status().code() != ENOENT) return e.status();
+    }
     if (s->ino == d->ino) return Status::Ok();  // two links of one file: nothing to do
     Inode* si = Ino(s->ino);
     Inode* di = d->ino ? Ino(d->ino) : nullptr;
@@ -832,12 +921,15 @@ Status FileSystem::Rename(std::string_view from, std::string_view to, unsigned f
       MAPFS_RETURN_IF_ERROR(cib_->Replace(droot, d->name, {s->ino, DtOf(si->mode)}, &tx));
       MAPFS_RETURN_IF_ERROR(DropLink(d->ino, now, &tx, &free_after));
     } else {
-      Status ins = cib_->Insert(droot, d->name, {s->ino, DtOf(si->mode)}, &tx);
+      Status ins = d->deferred ? cib_->InsertAt(droot, spot, d->name, {s->ino, DtOf(si->mode)}, &tx)
+                               : cib_->Insert(droot, d->name, {s->ino, DtOf(si->mode)}, &tx);
       if (ins.code() == EEXIST) continue;  // the target appeared since the walk
       MAPFS_RETURN_IF_ERROR(ins);
     }
     if (sdir || s->type == DT_DIR) NoteNameRemoved();
-    MAPFS_RETURN_IF_ERROR(cib_->Remove(sroot, s->name, &tx));
+    // At the slot the recheck saw, unless the Insert or Replace above moved
+    // it (a split of the same block: RemoveAt then searches).
+    MAPFS_RETURN_IF_ERROR(cib_->RemoveAt(sroot, s_loc, s->name, &tx));
     MAPFS_RETURN_IF_ERROR(tx.Store64(sv + offsetof(Inode, ctime_ns), static_cast<uint64_t>(now)));
     int sdelta = 0, ddelta = 0;
     if (sdir && cross) {

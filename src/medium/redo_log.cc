@@ -218,6 +218,15 @@ uint32_t RedoLog::WriteRecords(const Tx& tx, uint64_t* payload, uint32_t crc) {
       stage[staged++] = r.src;
       continue;
     }
+    if (r.len == 8) {
+      // Most records of a namespace operation are one word: no
+      // variable-length copy (a call to memcpy) for them.
+      if (staged + 3 > std::size(stage)) flush_stage();
+      stage[staged++] = r.off;
+      stage[staged++] = 8;
+      std::memcpy(&stage[staged++], tx.data(r), 8);
+      continue;
+    }
     size_t words = (r.len + 7) / 8;
     if (staged + 2 + (r.len < kDirect ? words : 0) > std::size(stage)) flush_stage();
     stage[staged++] = r.off;

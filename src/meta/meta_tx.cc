@@ -82,6 +82,15 @@ Result<uint64_t> MetaTx::Load64(uint64_t voff) const {
   return medium::Load64(pool_->at<uint64_t>(*off));
 }
 
+Result<bool> MetaTx::StoresIn(uint64_t voff, uint64_t len) const {
+  if (words_.empty()) return false;
+  auto off = Translate(voff);
+  if (!off.ok()) return NotBacked(voff);
+  for (const auto& [at, v] : words_)
+    if (at - *off < len) return true;
+  return false;
+}
+
 Status MetaTx::Store64(uint64_t voff, uint64_t value) {
   if (voff % 8 != 0) return Status::Error(EINVAL, "unaligned metadata word");
   auto off = Translate(voff);

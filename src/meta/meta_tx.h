@@ -46,6 +46,10 @@ class MetaTx {
   // Records a store of `len` bytes; the range may cross pages.
   Status StoreBytes(uint64_t voff, const void* data, size_t len);
 
+  // Whether an 8-byte store recorded so far (the words Load64 overlays)
+  // lies in [voff, voff + len), a range within one page.
+  Result<bool> StoresIn(uint64_t voff, uint64_t len) const;
+
   bool empty() const { return tx_.empty(); }
   // Moves every recorded store into `tx` (for operations that commit the
   // metadata together with a pswap, vm::Vm::Pswap's `with`).

@@ -220,6 +220,129 @@ TEST_F(dir_tx, SplitsInsideATransaction) {
   }
 }
 
+// RemoveAt with the slot a Lookup found, after inserts in the same
+// transaction split that block (and may have reused the slot for a new
+// entry): the named entry goes, nothing else does (rename's Insert then
+// RemoveAt). With the real hash and with 16 hash values (overflow blocks).
+TEST_F(dir_tx, RemoveAtFollowsEntriesMovedBySplits) {
+  for (auto* hash : {static_cast<uint64_t (*)(std::string_view)>(nullptr), &Coarse16}) {
+    dir::SetHashForTesting(hash);
+    auto r = fx_.cib->Create();
+    DIR_ASSERT_OK(r);
+    Model m;
+    for (int i = 0; i < 300; i++) {
+      DIR_ASSERT_OK(fx_.Insert(*r, NameFor(i), 1 + i));
+      m[NameFor(i)] = {1u + i, DT_REG};
+    }
+    Rng rng(hash ? 5 : 6);
+    auto blocks0 = fx_.cib->Stats(*r)->blocks;
+    for (int k = 0; k < 300; k++) {
+      auto it = m.begin();
+      std::advance(it, rng.Below(m.size()));
+      std::string victim = it->first;
+      dir::EntryLoc loc;
+      auto e = fx_.cib->Lookup(*r, victim, &loc);
+      DIR_ASSERT_OK(e);
+      auto tx = fx_.Tx();
+      Model next = m;
+      // Enough new names to split the victim's block now and then, and to
+      // land in its old slot after a split moved it (the slot is free on
+      // media and in the pending view then).
+      for (int j = 0; j < 1 + static_cast<int>(rng.Below(30)); j++) {
+        std::string n = "n" + std::to_string(k) + "-" + std::to_string(j) + (j == 2 ? std::string(60, 'x') : "");
+        DIR_ASSERT_OK(fx_.cib->Insert(*r, n, {9000u + k, DT_REG}, &tx));
+        next[n] = {9000u + k, DT_REG};
+      }
+      DIR_ASSERT_OK(fx_.cib->RemoveAt(*r, loc, victim, &tx));
+      next.erase(victim);
+      EXPECT_EQ(fx_.cib->RemoveAt(*r, loc, victim, &tx).code(), ENOENT) << "pending remove not seen";
+      DIR_ASSERT_OK(tx.Commit());
+      m.swap(next);
+      if (k % 50 == 49) ExpectMatches(fx_, *r, m, "step " + std::to_string(k));
+      if (HasFailure()) break;
+    }
+    ExpectMatches(fx_, *r, m, "end");
+    EXPECT_GE(fx_.cib->Stats(*r)->blocks, blocks0 + 10) << "the inserts should have split blocks";
+    dir::SetHashForTesting(nullptr);
+  }
+}
+
+// Hashes in name order: "e<N>" high, "s<N>" low (below every "e").
+uint64_t OrderedHash(std::string_view s) {
+  uint64_t n = std::stoull(std::string(s.substr(1)));
+  return s[0] == 'e' ? (n + 1) << 40 : n + 1;
+}
+
+// The case the pending view alone misses: a split moves the entry out of
+// its slot and a later insert of the same transaction takes that slot. The
+// bit at `loc` is then set in the pending view, for the newcomer.
+TEST_F(dir_tx, RemoveAtDoesNotClearANewcomerInTheMovedEntrysSlot) {
+  dir::SetHashForTesting(&OrderedHash);
+  auto r = fx_.cib->Create();
+  DIR_ASSERT_OK(r);
+  Model m;
+  for (int i = 1; i <= 62; i++) {  // one full block, e1 in slot 2 ... e62 in slot 63
+    DIR_ASSERT_OK(fx_.Insert(*r, "e" + std::to_string(i), i));
+    m["e" + std::to_string(i)] = {static_cast<uint64_t>(i), DT_REG};
+  }
+  dir::EntryLoc loc;
+  DIR_ASSERT_OK(fx_.cib->Lookup(*r, "e40", &loc));  // in the upper half: a split moves it
+  auto tx = fx_.Tx();
+  DIR_ASSERT_OK(fx_.cib->Insert(*r, "e63", {63, DT_REG}, &tx));  // splits
+  m["e63"] = {63, DT_REG};
+  ASSERT_EQ(fx_.cib->Stats(*r)->blocks, 2u);
+  for (int j = 1; j <= 20; j++) {  // the lower block's freed slots, e40's among them
+    DIR_ASSERT_OK(fx_.cib->Insert(*r, "s" + std::to_string(j), {100u + j, DT_REG}, &tx));
+    m["s" + std::to_string(j)] = {100u + static_cast<uint64_t>(j), DT_REG};
+  }
+  DIR_ASSERT_OK(fx_.cib->RemoveAt(*r, loc, "e40", &tx));
+  m.erase("e40");
+  DIR_ASSERT_OK(tx.Commit());
+  ExpectMatches(fx_, *r, m, "after commit");
+  dir::SetHashForTesting(nullptr);
+}
+
+// InsertAt at the spot FindForInsert gave: the entry lands as Insert would
+// put it, and a spot made stale by stores of the same transaction in the
+// block, or by a split committed since, is not used (the directory stays
+// exact and no entry is overwritten).
+TEST_F(dir_tx, InsertAtUsesOnlyASpotThatStillStands) {
+  Model m;
+  for (int i = 0; i < 200; i++) {
+    DIR_ASSERT_OK(fx_.Insert(root_, NameFor(i), 1 + i));
+    m[NameFor(i)] = {1u + i, DT_REG};
+  }
+  dir::InsertSpot spot;
+  auto found = fx_.cib->FindForInsert(root_, NameFor(7), &spot);
+  DIR_ASSERT_OK(found);
+  EXPECT_EQ(found->ino, 8u);
+  for (int k = 0; k < 300; k++) {
+    std::string a = "a" + std::to_string(k), b = "b" + std::to_string(k);
+    ASSERT_EQ(fx_.cib->FindForInsert(root_, a, &spot).status().code(), ENOENT);
+    auto tx = fx_.Tx();
+    if (k % 3 == 1) {
+      // The same transaction fills the block first (its slots are pending).
+      dir::InsertSpot other;
+      ASSERT_EQ(fx_.cib->FindForInsert(root_, b, &other).status().code(), ENOENT);
+      DIR_ASSERT_OK(fx_.cib->InsertAt(root_, other, b, {500u + k, DT_REG}, &tx));
+      m[b] = {500u + k, DT_REG};
+    } else if (k % 3 == 2) {
+      // Committed changes since the spot was taken (splits among them).
+      for (int j = 0; j < 8; j++) {
+        std::string c = b + "-" + std::to_string(j);
+        DIR_ASSERT_OK(fx_.Insert(root_, c, 700u + j));
+        m[c] = {700u + static_cast<uint64_t>(j), DT_REG};
+      }
+    }
+    DIR_ASSERT_OK(fx_.cib->InsertAt(root_, spot, a, {1000u + k, DT_DIR}, &tx));
+    m[a] = {1000u + k, DT_DIR};
+    DIR_ASSERT_OK(tx.Commit());
+    if (k % 50 == 49) ExpectMatches(fx_, root_, m, "step " + std::to_string(k));
+    if (HasFailure()) break;
+  }
+  ExpectMatches(fx_, root_, m, "end");
+}
+
 TEST(dir_full, EnospcLeavesDirectoryConsistent) {
   TempPool tp(16 * MiB);
   ASSERT_TRUE(tp.status().ok()) << Describe(tp.status());
