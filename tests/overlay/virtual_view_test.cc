@@ -587,6 +587,23 @@ TEST_F(VirtualView, AReusedReadOnlyMapShowsOnlyItsOwnFile) {
   ASSERT_TRUE(wb->Pwrite("NEW", 3, 2 * 4096).ok());
   EXPECT_EQ(std::string(p + 2 * 4096, 3), "NEW");
 
+  // The shim forgets a view before the kernel unmaps it (munmap), and a
+  // MAP_FIXED map forgets the views it replaces before its own mapping
+  // exists: until the application's map is gone, its memory is not reused.
+  {
+    auto m1 = ra->Map(nullptr, small, PROT_READ, MAP_SHARED, 0);
+    ASSERT_TRUE(m1.ok());
+    char* a1 = static_cast<char*>(*m1);
+    ASSERT_TRUE(engine_->UnmapViews(a1, small).ok());  // its munmap has not happened (yet)
+    auto m2 = rb->Map(nullptr, small, PROT_READ, MAP_SHARED, 0);
+    ASSERT_TRUE(m2.ok());
+    EXPECT_EQ(a1[0], 'a') << "a map the application still holds shows another file";
+    EXPECT_EQ(static_cast<char*>(*m2)[0], 'b');
+    ASSERT_TRUE(engine_->UnmapViews(*m2, small).ok());
+    ASSERT_EQ(::munmap(*m2, small), 0);
+    ASSERT_EQ(::munmap(a1, small), 0);
+  }
+
   // A fork child holds the map: after the parent unmaps it, another map
   // must not reuse its memory (the child would see that file instead).
   int ready[2], done[2];

@@ -478,7 +478,10 @@ int KernelCopy(int in, uint64_t in_off, int out, uint64_t out_off, size_t n) {
     if (r == 0) return EIO;  // the source ends early: damaged (blocks are inside the file)
     if (errno == EINTR) continue;
     if (errno != EXDEV && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP) return errno;
-    how.fetch_add(1, std::memory_order_relaxed);  // e.g. tmpfs or ext4 to a memfd: EXDEV
+    // The next way (e.g. tmpfs or ext4 to a memfd: EXDEV), once per way
+    // even when threads fail at the same time.
+    int was = how.load(std::memory_order_relaxed);
+    if (was < 2) how.compare_exchange_strong(was, was + 1, std::memory_order_relaxed);
   }
   char buf[64 * 1024];
   while (n > 0) {

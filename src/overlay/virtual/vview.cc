@@ -226,44 +226,77 @@ ViewRegistry::~ViewRegistry() {
   for (const Spare& sp : spares_) munmap(sp.alias, sp.len);
 }
 
+// Returns the tail [p, p+len) of a spare's alias to the kernel: its memfd
+// pages first (the memfd lives on while the rest of the alias maps it, so
+// an unmap alone would free none of them), then the mapping. Only where
+// nothing else maps those pages (TakeSpareLocked checked it).
+void DropTail(char* p, size_t len) {
+  (void)RawAdvise(p, len, MADV_REMOVE);
+  munmap(p, len);
+}
+
+// Whether nothing is mapped at [p, p+len) any more (mincore: ENOMEM when
+// a page of the range is unmapped; a failed or pending munmap leaves all
+// of it, a MAP_FIXED replacement maps all of it, so the first and the last
+// page tell).
+bool Unmapped(char* p, size_t len) {
+  unsigned char v;
+  auto gone = [&](char* q) {
+    return RawSyscall(SYS_mincore, reinterpret_cast<long>(q), static_cast<long>(Page()), reinterpret_cast<long>(&v)) ==
+               -1 &&
+           errno == ENOMEM;
+  };
+  return gone(p) && gone(p + len - Page());
+}
+
 // A spare of at least `len` bytes and at most twice that (what is past
 // `len` is returned to the kernel: freeing a page costs less than
-// allocating one), the smallest such, made since the last fork; spares
-// from before it are dropped on the way.
+// allocating one), the smallest such, that may be reused (Spare); the
+// ones that never may again are dropped on the way.
 char* ViewRegistry::TakeSpareLocked(size_t len) {
   const uint64_t epoch = ForkEpoch();
-  size_t best = spares_.size();
+  const pid_t pid = getpid();
+  constexpr size_t kNone = ~size_t{0};  // (not size(): the loop erases)
+  size_t best = kNone;
   for (size_t i = 0; i < spares_.size();) {
     const Spare& sp = spares_[i];
-    if (sp.epoch != epoch) {
+    if (sp.epoch != epoch || sp.pid != pid) {
+      // A fork since (counted, or a child that did not run the handlers):
+      // another process may map these pages. Unmapped only: a release of
+      // the pages (MADV_REMOVE) would take them from its maps too.
       munmap(sp.alias, sp.len);
       spare_bytes_ -= sp.len;
       spares_.erase(spares_.begin() + static_cast<std::ptrdiff_t>(i));
       continue;
     }
-    if (sp.len >= len && sp.len / 2 <= len && (best == spares_.size() || sp.len < spares_[best].len)) best = i;
+    if (sp.len >= len && sp.len / 2 <= len && (best == kNone || sp.len < spares_[best].len)) best = i;
     i++;
   }
-  if (best == spares_.size()) return nullptr;
+  if (best == kNone) return nullptr;
   Spare sp = spares_[best];
   spares_.erase(spares_.begin() + static_cast<std::ptrdiff_t>(best));
   spare_bytes_ -= sp.len;
-  if (sp.len > len) munmap(sp.alias + len, sp.len - len);
+  if (!Unmapped(sp.app, sp.len)) {  // the application still maps them (or maps something new there)
+    munmap(sp.alias, sp.len);
+    return nullptr;
+  }
+  if (sp.len > len) DropTail(sp.alias + len, sp.len - len);
   return sp.alias;
 }
 
-void ViewRegistry::KeepSpareLocked(char* alias, size_t len) {
-  if (len > kSpareBytes / 4) {
-    munmap(alias, len);
+void ViewRegistry::KeepSpareLocked(const View& v) {
+  // (munmap alone: the pages go with the last map of the memfd.)
+  if (v.len > kSpareBytes / 4) {
+    munmap(v.alias, v.len);
     return;
   }
-  while (!spares_.empty() && (spares_.size() >= kSpares || spare_bytes_ + len > kSpareBytes)) {
+  while (!spares_.empty() && (spares_.size() >= kSpares || spare_bytes_ + v.len > kSpareBytes)) {
     munmap(spares_.front().alias, spares_.front().len);
     spare_bytes_ -= spares_.front().len;
     spares_.erase(spares_.begin());
   }
-  spares_.push_back({alias, len, ForkEpoch()});
-  spare_bytes_ += len;
+  spares_.push_back({v.alias, v.len, v.epoch, getpid(), v.addr});
+  spare_bytes_ += v.len;
 }
 
 Result<void*> ViewRegistry::Map(const std::shared_ptr<VFile>& f, const std::shared_ptr<ViewList>& list,
@@ -298,7 +331,7 @@ Result<void*> ViewRegistry::Map(const std::shared_ptr<VFile>& f, const std::shar
   // saves a copy of the whole range and its fresh pages, per map of a
   // table LevelDB reads (docs/OVERLAY.md "Maps of virtualized files").
   const bool twin = may_write || (prot & PROT_WRITE) != 0;
-  if (!twin && place == 0) {
+  if (!twin && place == 0 && addr == nullptr) {
     char* a;
     {
       std::lock_guard<std::mutex> g(mu_);
@@ -498,7 +531,7 @@ Status ViewRegistry::Unmap(void* addr, size_t len) {
     // A read-only view unmapped whole, made since the last fork, leaves
     // its alias as a spare (TakeSpareLocked); any other goes back.
     if (cut_lo == 0 && cut_hi == v.len && v.twin == nullptr && v.track == nullptr && v.epoch == ForkEpoch())
-      KeepSpareLocked(v.alias, v.len);
+      KeepSpareLocked(v);
     else
       munmap(v.alias + cut_lo, cut_hi - cut_lo);
     if (v.twin != nullptr) munmap(v.twin + cut_lo, cut_hi - cut_lo);

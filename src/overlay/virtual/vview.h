@@ -172,13 +172,20 @@ class ViewRegistry {
   // time). Only views made since the last fork: a fork child shares the
   // pages of every shared view, so a spare from before it could be
   // refilled by both processes at once. Under mu_.
+  // A spare is reused only once the application's map of its pages is
+  // gone: `app` (its address then) no longer mapped at all — the
+  // application's munmap runs after UnmapViews and may fail, and a
+  // MAP_FIXED map unmaps views before its own mapping exists — and only in
+  // the process that kept it, in the fork epoch of the view it came from.
   struct Spare {
     char* alias;
     size_t len;
     uint64_t epoch;
+    pid_t pid;
+    char* app;
   };
   char* TakeSpareLocked(size_t len);
-  void KeepSpareLocked(char* alias, size_t len);
+  void KeepSpareLocked(const View& v);
   std::vector<Spare> spares_;  // oldest first
   size_t spare_bytes_ = 0;
   std::mutex mu_;

@@ -166,14 +166,12 @@ Result<size_t> VFile::WriteOnce(const char* buf, size_t n, uint64_t off, const u
         return st;
       }
       RaiseFresh(uint64_t{a.phys[r]} + a.len[r]);
-      if (wlo > lo) {
-        Touch(a.phys[r]);
-        copy_in(lo);
-      }
-      if (whi < hi) {
-        Touch(a.phys[r] + a.len[r] - 1);
-        copy_in(hi - 1);
-      }
+      // A partial first or last block through the map, without Touch:
+      // Touch would populate its chunk up to fresh_, i.e. the blocks just
+      // written by pwrite and other threads' fresh ones; the store faults
+      // in its own page alone.
+      if (wlo > lo) copy_in(lo);
+      if (whi < hi) copy_in(hi - 1);
     } else {
       // A rewrite populates the rest of its chunk ahead (Touch stops at
       // fresh_), as every write did before pwrite_data_.
