@@ -108,8 +108,10 @@ class Cib {
   // Insert at `spot` (FindForInsert's, for this name, under the write lock
   // held since): the entry's stores without a second search. A spot stands
   // while its block's bitmap and long-name words are unchanged on media and
-  // `tx` holds no store into the block; otherwise (or spot.block 0) this
-  // is Insert, which searches and makes room.
+  // `tx` holds no Store64 into the block (MetaTx::StoresIn sees those only:
+  // no caller writes a directory block with StoreBytes in the same
+  // transaction); otherwise (or spot.block 0) this is Insert, which
+  // searches and makes room.
   Status InsertAt(uint64_t root, const InsertSpot& spot, std::string_view name, Entry e, meta::MetaTx* tx);
   // ENOENT if absent. Adds one bitmap word (one bit cleared) and the count.
   Status Remove(uint64_t root, std::string_view name, meta::MetaTx* tx);
