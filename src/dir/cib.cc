@@ -409,6 +409,15 @@ Result<uint64_t> Cib::Create() {
   return *root;
 }
 
+namespace {
+// The entry FindInBlock found in `slot` of block `blk`, and where it is.
+Entry FoundAt(const Dir& d, uint64_t blk, int slot, EntryLoc* loc) {
+  const auto* s = d.At<f::Slot>(SlotVoff(blk, slot));
+  if (loc != nullptr) *loc = EntryLoc{blk, slot};
+  return Entry{s->ino, s->type};
+}
+}  // namespace
+
 Result<Entry> Cib::Lookup(uint64_t root, std::string_view name, EntryLoc* loc) {
   MAPFS_RETURN_IF_ERROR(internal::ValidName(name));
   Dir d(env_, root);
@@ -423,11 +432,7 @@ Result<Entry> Cib::Lookup(uint64_t root, std::string_view name, EntryLoc* loc) {
     pb.M = pb.P = d.At<f::BlockHeader>(blk)->bitmap;
     int slot;
     MAPFS_RETURN_IF_ERROR(d.FindInBlock(pb, h, name, nullptr, &slot));
-    if (slot >= 0) {
-      const auto* s = d.At<f::Slot>(SlotVoff(blk, slot));
-      if (loc != nullptr) *loc = EntryLoc{blk, slot};
-      return Entry{s->ino, s->type};
-    }
+    if (slot >= 0) return FoundAt(d, blk, slot, loc);
   }
   return Status::Error(ENOENT, "no such entry");
 }
@@ -578,11 +583,7 @@ Result<Entry> Cib::FindForInsert(uint64_t root, std::string_view name, InsertSpo
     MAPFS_RETURN_IF_ERROR(d.LoadPend(blk, nullptr, &pb));  // media: no transaction yet
     int slot;
     MAPFS_RETURN_IF_ERROR(d.FindInBlock(pb, h, name, nullptr, &slot));
-    if (slot >= 0) {
-      const auto* s = d.At<f::Slot>(SlotVoff(blk, slot));
-      if (loc != nullptr) *loc = EntryLoc{blk, slot};
-      return Entry{s->ino, s->type};
-    }
+    if (slot >= 0) return FoundAt(d, blk, slot, loc);
     // The first block with room, as Insert picks it.
     if (spot->block == 0 && pb.FreeSlots() >= need) {
       spot->block = blk;
