@@ -43,18 +43,26 @@ int RawAdvise(void* p, size_t len, int advice) {
   return RawSyscall(SYS_madvise, reinterpret_cast<long>(p), static_cast<long>(len), advice) == 0 ? 0 : errno;
 }
 
-// Fills dst with content [off, off+len): zeros past the end. `filled`:
-// the bytes read (the rest is fresh memory: zeros).
-Status Fill(VFile& f, char* dst, size_t len, uint64_t off, size_t* filled = nullptr) {
+// Calls read(done) (-> Result<size_t>, the bytes copied from content offset
+// off + done into the destination at done) until `len` bytes are copied or
+// the content ends. `filled`: the bytes copied.
+template <typename Read>
+Status FillBy(size_t len, size_t* filled, Read read) {
   size_t done = 0;
   while (done < len) {
-    auto r = f.Pread(dst + done, len - done, off + done);
+    auto r = read(done);
     if (!r.ok()) return r.status();
-    if (*r == 0) break;  // the end: the rest stays zero (fresh memory)
+    if (*r == 0) break;  // the end
     done += *r;
   }
   if (filled != nullptr) *filled = done;
   return Status::Ok();
+}
+
+// Fills dst with content [off, off+len): zeros past the end. `filled`:
+// the bytes read (the rest is fresh memory: zeros).
+Status Fill(VFile& f, char* dst, size_t len, uint64_t off, size_t* filled = nullptr) {
+  return FillBy(len, filled, [&](size_t done) { return f.Pread(dst + done, len - done, off + done); });
 }
 
 // The same into the fresh memfd `mfd` of a shared view, copied by the
@@ -66,15 +74,18 @@ Status Fill(VFile& f, char* dst, size_t len, uint64_t off, size_t* filled = null
 // the range, read or not: LevelDB maps each table whole and reads a few
 // blocks of it.)
 Status FillFd(VFile& f, int mfd, size_t len, uint64_t off, size_t* filled) {
-  size_t done = 0;
-  while (done < len) {
-    auto r = f.CopyOut(mfd, done, len - done, off + done);
-    if (!r.ok()) return r.status();
-    if (*r == 0) break;  // the end: the rest stays zero (a fresh memfd)
-    done += *r;
-  }
-  *filled = done;
-  return Status::Ok();
+  return FillBy(len, filled, [&](size_t done) { return f.CopyOut(mfd, done, len - done, off + done); });
+}
+
+// A view of f's content [off, off+len) with nothing mapped yet.
+std::shared_ptr<View> NewView(const std::shared_ptr<VFile>& f, size_t len, uint64_t off, bool may_write) {
+  auto v = std::make_shared<View>();
+  v->len = len;
+  v->off = off;
+  v->f = f;
+  v->epoch = ForkEpoch();
+  v->may_write = may_write;
+  return v;
 }
 
 // Writes back the stores made through v in its byte range [from, to)
@@ -338,22 +349,11 @@ Result<void*> ViewRegistry::Map(const std::shared_ptr<VFile>& f, const std::shar
       a = TakeSpareLocked(L);
     }
     if (a != nullptr) {
-      auto v = std::make_shared<View>();
-      v->len = L;
-      v->off = off;
-      v->f = f;
-      v->epoch = ForkEpoch();
-      v->may_write = false;
+      auto v = NewView(f, L, off, false);
       v->alias = a;  // the View owns it from here (its destructor unmaps it)
       size_t filled = 0;
-      Status s = Status::Ok();
-      while (s.ok() && filled < L) {
-        auto r = f->PreadByKernel(a + filled, L - filled, off + filled);
-        if (!r.ok()) s = r.status();
-        else if (*r == 0) break;
-        else filled += *r;
-      }
-      if (!s.ok()) return s;
+      MAPFS_RETURN_IF_ERROR(
+          FillBy(L, &filled, [&](size_t done) { return f->PreadByKernel(a + done, L - done, off + done); }));
       std::memset(a + filled, 0, L - filled);  // the spare's former content
       v->zero_from = filled;
       // A second map of the alias's pages at a place of the kernel's
@@ -366,21 +366,12 @@ Result<void*> ViewRegistry::Map(const std::shared_ptr<VFile>& f, const std::shar
         return Status::Error(e, "mprotect");
       }
       v->addr = reinterpret_cast<char*>(p);
-      list->Add(v);
-      std::lock_guard<std::mutex> g(mu_);
-      by_addr_[reinterpret_cast<uintptr_t>(v->addr)] = Entry{v, list};
-      n_.store(by_addr_.size(), std::memory_order_release);
-      return static_cast<void*>(v->addr);
+      return Register(std::move(v), list);
     }
   }
   int mfd = memfd_create("mapfs-virtual-view", MFD_CLOEXEC);
   if (mfd < 0) return Status::FromErrno("memfd_create");
-  auto v = std::make_shared<View>();
-  v->len = L;
-  v->off = off;
-  v->f = f;
-  v->epoch = ForkEpoch();
-  v->may_write = may_write;
+  auto v = NewView(f, L, off, may_write);
   Status s = Status::Ok();
   if (ftruncate(mfd, static_cast<off_t>(L)) != 0) s = Status::FromErrno("ftruncate");
   if (s.ok()) {
@@ -415,11 +406,16 @@ Result<void*> ViewRegistry::Map(const std::shared_ptr<VFile>& f, const std::shar
   }
   close(mfd);
   if (!s.ok()) return s;  // v's destructor unmaps alias and twin
+  return Register(std::move(v), list);
+}
+
+void* ViewRegistry::Register(std::shared_ptr<View> v, const std::shared_ptr<ViewList>& list) {
   list->Add(v);
   std::lock_guard<std::mutex> g(mu_);
-  by_addr_[reinterpret_cast<uintptr_t>(v->addr)] = Entry{v, list};
+  void* addr = v->addr;
+  by_addr_[reinterpret_cast<uintptr_t>(addr)] = Entry{std::move(v), list};
   n_.store(by_addr_.size(), std::memory_order_release);
-  return static_cast<void*>(v->addr);
+  return addr;
 }
 
 std::vector<ViewRegistry::Hit> ViewRegistry::Hits(uintptr_t lo, uintptr_t hi) {

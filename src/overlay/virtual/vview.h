@@ -164,6 +164,9 @@ class ViewRegistry {
   };
   // The views meeting [lo, hi), collected under mu_ (used after it).
   std::vector<Hit> Hits(uintptr_t lo, uintptr_t hi);
+  // A new view, filled and mapped at v->addr, joins its list and the
+  // registry; returns its address.
+  void* Register(std::shared_ptr<View> v, const std::shared_ptr<ViewList>& list);
   // Spare aliases: the memory of read-only views unmapped whole, kept
   // (pages allocated, engine-side map populated) for the next read-only
   // view of about the same size, which is then filled by one copy with no
