@@ -734,5 +734,107 @@ TEST_F(VirtualView, TheProgramsOwnFaultsStillReachItsHandler) {
   vm::ProgramSigaction(SIGSEGV, &old, nullptr, false);
 }
 
+
+// Writes racing the fill of a new map (issue 15): the map is a copy, filled
+// from the file and then added to the file's views, and a write whose
+// commit lands in between must still reach it. Each round one thread
+// writes counters into slots spread over the range while this one maps it
+// several times (through a read-only description, reusing the memory of
+// the last round's read-only maps; through a read-write one, with a twin;
+// writable and tracked); once the writer has stopped, every map must equal
+// the file exactly.
+TEST_F(VirtualView, WritesRacingTheFillOfAMapReachIt) {
+  auto rw = Open("wm", O_RDWR | O_CREAT);
+  auto ro = Open("wm", O_RDONLY);
+  ASSERT_TRUE(rw && ro);
+  const size_t len = 4 * 4096;
+  std::string zeros(len, '\0');
+  ASSERT_TRUE(rw->Pwrite(zeros.data(), len, 0).ok());
+  constexpr int kRounds = 300, kMaps = 4;
+  constexpr uint64_t kSlots = 61;  // 8-byte slots 264 bytes apart: all four pages
+  uint64_t k = 0;
+  int stale = 0;
+  std::atomic<int> failed{0};
+  for (int r = 0; r < kRounds; r++) {
+    std::atomic<bool> stop{false};
+    std::thread writer([&] {
+      while (!stop.load(std::memory_order_relaxed)) {
+        k++;
+        if (!rw->Pwrite(&k, sizeof k, (k % kSlots) * 264).ok()) failed++;
+      }
+    });
+    std::vector<char*> maps;
+    for (int i = 0; i < kMaps; i++) {
+      int kind = (r + i) % 3;
+      auto m = (kind == 0 ? *ro : *rw).Map(nullptr, len, kind == 2 ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, 0);
+      if (m.ok()) maps.push_back(static_cast<char*>(*m));
+      else failed++;
+    }
+    stop = true;
+    writer.join();
+    std::string file = Read(*rw, 0, len);
+    for (char* p : maps) {
+      if (std::string(p, len) != file) stale++;
+      ASSERT_TRUE(engine_->UnmapViews(p, len).ok());
+      ASSERT_EQ(::munmap(p, len), 0);
+    }
+  }
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_EQ(stale, 0) << "maps missing a write that raced their fill, of " << kRounds * kMaps;
+}
+
+// Two threads writing the same bytes (and one of them truncating): their
+// commits are ordered, and the maps must end with the later one, as the
+// file does — not with whichever thread updated the maps last. Each round
+// both threads write once, together; then the maps must equal the file.
+TEST_F(VirtualView, ConcurrentWritesToTheSameBytesLeaveTheMapsAsTheFile) {
+  // Sync mode: each write's fdatasync after its commit widens the window
+  // in which the other thread's commit and map update can overtake it.
+  auto e = NewVirtualEngine(Options{dir_.path(), EngineKind::kVirtual, Mode::kSync});
+  ASSERT_TRUE(e.ok());
+  engine_ = std::move(*e);
+  auto rw = Open("ww", O_RDWR | O_CREAT);
+  auto ro = Open("ww", O_RDONLY);
+  ASSERT_TRUE(rw && ro);
+  const size_t len = 2 * 4096;
+  std::string init(len, '.');
+  ASSERT_TRUE(rw->Pwrite(init.data(), len, 0).ok());
+  auto m1 = ro->Map(nullptr, len, PROT_READ, MAP_SHARED, 0);
+  auto m2 = rw->Map(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, 0);
+  ASSERT_TRUE(m1.ok() && m2.ok());
+  char* maps[] = {static_cast<char*>(*m1), static_cast<char*>(*m2)};
+  constexpr int kRounds = 40000;
+  std::atomic<int> go{0}, done{0}, failed{0};
+  auto run = [&](int t) {
+    std::string buf(300, '\0');
+    for (int r = 1; r <= kRounds; r++) {
+      while (go.load() < r) std::this_thread::yield();
+      std::memset(buf.data(), 'A' + t * 26 + r % 26, buf.size());
+      bool ok = t == 1 && r % 8 == 0 ? rw->Truncate(4096 + 150).ok()
+                                     : rw->Pwrite(buf.data(), buf.size(), 4096 - 100 + t * 50).ok();
+      if (!ok) failed++;
+      done++;
+    }
+  };
+  std::thread a(run, 0), b(run, 1);
+  int stale = 0;
+  for (int r = 1; r <= kRounds; r++) {
+    go = r;
+    while (done.load() < 2 * r) std::this_thread::yield();
+    std::string file = Read(*rw, 0, len);
+    file.resize(len, '\0');  // a map reads zeros past the end
+    for (char* p : maps)
+      if (std::string(p, len) != file) stale++;
+  }
+  a.join();
+  b.join();
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_EQ(stale, 0) << "map checks that differed from the file, of " << 2 * kRounds;
+  for (char* p : maps) {
+    ASSERT_TRUE(engine_->UnmapViews(p, len).ok());
+    ASSERT_EQ(::munmap(p, len), 0);
+  }
+}
+
 }  // namespace
 }  // namespace mapfs::overlay::vrt::testing

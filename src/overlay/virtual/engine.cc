@@ -101,21 +101,31 @@ class VirtualFile final : public OverlayFile {
     if (!views_->empty()) MAPFS_RETURN_IF_ERROR(views_->WriteBack(off, off + n));
     return f_->Pread(buf, n, off);
   }
+  // Every write and truncate tells the views, mapped or not (ViewList:
+  // a map being filled meanwhile may need it), failed ones too (part of
+  // it may be committed: the views reload what the file holds).
   Result<size_t> Pwrite(const void* buf, size_t n, uint64_t off) override {
+    auto t = views_->Begin();
     auto r = f_->Pwrite(buf, n, off);
-    if (r.ok() && !views_->empty()) views_->Written(buf, off, *r);
+    views_->Written(*f_, t, buf, off, r.ok() ? *r : n);
     return r;
   }
   Result<uint64_t> Append(const void* buf, size_t n) override {
+    auto t = views_->Begin();
     auto r = f_->Append(buf, n);
-    if (r.ok() && !views_->empty()) views_->Written(buf, *r, n);
+    // A failed append's offset is unknown: the views reload all they hold.
+    if (r.ok())
+      views_->Written(*f_, t, buf, *r, n);
+    else
+      views_->Written(*f_, t, nullptr, 0, UINT64_MAX);
     return r;
   }
   Result<uint64_t> Size() override { return f_->Size(); }
   Status Truncate(uint64_t size) override {
     if (!views_->empty()) MAPFS_RETURN_IF_ERROR(views_->WriteBack(0, UINT64_MAX));
+    auto t = views_->Begin();
     Status s = f_->Truncate(size);
-    if (s.ok() && !views_->empty()) views_->Truncated(size);
+    views_->Truncated(*f_, t, size);
     return s;
   }
   Status Sync() override {
@@ -370,8 +380,10 @@ class VirtualEngine final : public Engine {
     }
     auto views = ViewsOf({st.st_dev, st.st_ino});
     if (trunc) {
-      MAPFS_RETURN_IF_ERROR(f->Truncate(0));
-      if (!views->empty()) views->Truncated(0);
+      auto t = views->Begin();
+      Status s = f->Truncate(0);
+      views->Truncated(*f, t, 0);
+      MAPFS_RETURN_IF_ERROR(s);
     }
     return std::unique_ptr<OverlayFile>(
         new VirtualFile(fd, std::move(f), std::move(views), &views_, (flags & O_ACCMODE) == O_RDWR));

@@ -93,7 +93,9 @@ std::shared_ptr<View> NewView(const std::shared_ptr<VFile>& f, size_t len, uint6
 // differ from the twin, clamped to the content's size (stores past the end
 // are lost, as a kernel map's are). The bytes are copied once, so a store
 // racing the write-back is either in this write or found by the next one.
-Status SyncOne(View& v, size_t from, size_t to) {
+// commit(bytes, n, at) writes them to the file (a writer: ViewList, rule 1).
+template <typename Commit>
+Status SyncOne(View& v, size_t from, size_t to, Commit commit) {
   auto size = v.f->Size();
   if (!size.ok()) return size.status();
   const size_t pg = Page();
@@ -108,11 +110,65 @@ Status SyncOne(View& v, size_t from, size_t to) {
     while (i < j && tmp[i] == v.twin[p + i]) i++;
     while (j > i && tmp[j - 1] == v.twin[p + j - 1]) j--;
     if (i == j) continue;  // the stores were undone meanwhile
-    auto w = v.f->Pwrite(tmp.data() + i, j - i, at + i);
+    auto w = commit(tmp.data() + i, j - i, at + i);
     if (!w.ok()) return w.status();
     std::memcpy(v.twin + p + i, tmp.data() + i, j - i);
   }
   return Status::Ok();
+}
+
+// The copy of v's bytes that the application never stores into: its twin,
+// or its alias when it has none (a view nobody can store into).
+char* Stable(View& v) { return v.twin != nullptr ? v.twin : v.alias; }
+
+// Sets v's bytes [at, at+len) to `src`: the twin first, then the alias
+// from it (vview.h, "twin before alias").
+void Load(View& v, size_t at, size_t len, const char* src) {
+  if (v.twin != nullptr) {
+    std::memcpy(v.twin + at, src, len);
+    std::memcpy(v.alias + at, v.twin + at, len);
+  } else {
+    std::memcpy(v.alias + at, src, len);
+  }
+}
+
+// Sets v's bytes [at, at+len) to f's content there (zeros past its end),
+// read into the stable copy, then copied to the alias. False, with
+// nothing changed in the alias, if f cannot be read.
+bool Load(View& v, size_t at, size_t len, VFile& f) {
+  char* dst = Stable(v) + at;
+  size_t filled = 0;
+  if (!Fill(f, dst, len, v.off + at, &filled).ok()) return false;
+  std::memset(dst + filled, 0, len - filled);
+  if (v.twin != nullptr) std::memcpy(v.alias + at, dst, len);
+  return true;
+}
+
+// What a truncate to `size` does to v (under its list's lock): zeros past
+// the end, as far as the view may hold anything else there.
+void ZeroPast(View& v, uint64_t size) {
+  size_t from = size > v.off ? static_cast<size_t>(size - v.off) : 0;
+  // Where stores may have gone unseen (untracked writable views, views
+  // older than a fork, dirty pages), everything past the end is zeroed;
+  // elsewhere only up to zero_from (zeros beyond it already).
+  bool whole_view = v.epoch != ForkEpoch() || (v.track == nullptr && v.writable) ||
+                    (v.track != nullptr && v.track->AnyDirty());
+  size_t end = whole_view ? v.len : std::min(v.zero_from, v.len);
+  if (from >= end) return;
+  v.zero_from = from;
+  // Up to kZeroByHand by memset; more is released, which costs what it
+  // holds, not its size: MADV_REMOVE frees the memfd's pages (the
+  // application's map reads zeros there too), MADV_DONTNEED the twin's
+  // (private anonymous: zeros). Stores made there later differ from the
+  // twin's zeros and are dropped at write-back (past the end).
+  end = RoundUp(end);
+  size_t whole = end - from <= kZeroByHand ? end : std::min(RoundUp(from), end);
+  std::memset(v.alias + from, 0, whole - from);
+  if (v.twin != nullptr) std::memset(v.twin + from, 0, whole - from);
+  if (whole == end) return;
+  if (RawAdvise(v.alias + whole, end - whole, MADV_REMOVE) != 0) std::memset(v.alias + whole, 0, end - whole);
+  if (v.twin != nullptr && RawAdvise(v.twin + whole, end - whole, MADV_DONTNEED) != 0)
+    std::memset(v.twin + whole, 0, end - whole);
 }
 
 }  // namespace
@@ -128,6 +184,12 @@ Status ViewList::WriteBack(uint64_t lo, uint64_t hi) {
   const uint64_t epoch = ForkEpoch();
   std::vector<std::pair<size_t, size_t>> runs;
   for (auto& v : views_) {
+    auto commit = [&](const char* b, size_t n, uint64_t at) {
+      (void)Begin();
+      auto w = v->f->Pwrite(b, n, at);
+      End();
+      return w;
+    };
     // Untracked: read-only views hold no store; writable ones (and every
     // view older than the last fork) are compared whole.
     // Views without a twin can hold no store of this process's (below).
@@ -138,7 +200,7 @@ Status ViewList::WriteBack(uint64_t lo, uint64_t hi) {
     size_t from = static_cast<size_t>(a - v->off) / Page() * Page();
     size_t to = std::min(RoundUp(static_cast<size_t>(b - v->off)), v->len);
     if (whole) {
-      Status s = SyncOne(*v, from, to);
+      Status s = SyncOne(*v, from, to, commit);
       if (first.ok()) first = s;
       continue;
     }
@@ -147,7 +209,7 @@ Status ViewList::WriteBack(uint64_t lo, uint64_t hi) {
     v->track->TakeDirty(v->tpage + from / Page(), v->tpage + to / Page(), &runs);
     for (auto [p, n] : runs) {
       size_t at = (p - v->tpage) * Page();
-      Status s = SyncOne(*v, at, at + n * Page());
+      Status s = SyncOne(*v, at, at + n * Page(), commit);
       if (first.ok()) first = s;
       v->zero_from = std::max(v->zero_from, at + n * Page());  // stores past the end stay in the alias
     }
@@ -155,45 +217,72 @@ Status ViewList::WriteBack(uint64_t lo, uint64_t hi) {
   return first;
 }
 
-void ViewList::Written(const void* buf, uint64_t off, uint64_t n) {
-  std::lock_guard<std::mutex> g(mu_);
-  for (auto& v : views_) {
-    uint64_t a = std::max(off, v->off), b = std::min(off + n, v->off + v->len);
-    if (a >= b) continue;
-    const char* src = static_cast<const char*>(buf) + (a - off);
-    std::memcpy(v->alias + (a - v->off), src, b - a);
-    if (v->twin != nullptr) std::memcpy(v->twin + (a - v->off), src, b - a);
-    v->zero_from = std::max(v->zero_from, static_cast<size_t>(b - v->off));
-  }
+ViewList::Ticket ViewList::Begin() {
+  uint64_t old = writers_.fetch_add(kBegun + 1, std::memory_order_acq_rel);
+  return Ticket{old / kBegun + 1, old % kBegun == 0};
 }
 
-void ViewList::Truncated(uint64_t size) {
-  std::lock_guard<std::mutex> g(mu_);
+void ViewList::Written(VFile& f, Ticket t, const void* buf, uint64_t off, uint64_t n) {
+  // Rule 2 (vview.h): the bump, then the load of n_, against AddFilled's
+  // store of n_, then load of gen_.
+  gen_.fetch_add(1, std::memory_order_seq_cst);
+  if (n == 0 || n_.load(std::memory_order_seq_cst) == 0) return End();
+  const uint64_t end = n > UINT64_MAX - off ? UINT64_MAX : off + n;
+  std::unique_lock<std::mutex> g(mu_);
+  // Rule 1: the caller's bytes if no other writer can have overtaken it;
+  // else the file's, read once for the first view over the range (into
+  // its stable copy) and copied from there into the others that fall
+  // within what it read (a view reaching further reads for itself).
+  const bool from_buf = buf != nullptr && AloneLocked(t);
+  const char* src = nullptr;  // content [src_lo, src_hi)
+  uint64_t src_lo = 0, src_hi = 0;
+  for (auto& v : views_) {
+    uint64_t a = std::max(off, v->off), b = std::min(end, v->off + v->len);
+    if (a >= b) continue;
+    size_t at = static_cast<size_t>(a - v->off), len = static_cast<size_t>(b - a);
+    if (from_buf) {
+      Load(*v, at, len, static_cast<const char*>(buf) + (a - off));
+    } else if (src != nullptr && src_lo <= a && b <= src_hi) {
+      Load(*v, at, len, src + (a - src_lo));
+    } else if (Load(*v, at, len, f)) {
+      src = Stable(*v) + at;
+      src_lo = a;
+      src_hi = b;
+    } else if (buf != nullptr) {
+      // The file could not be read: the caller's bytes, right unless
+      // another thread's write to them committed after this one.
+      Load(*v, at, len, static_cast<const char*>(buf) + (a - off));
+    }
+    v->zero_from = std::max(v->zero_from, at + len);
+  }
+  g.unlock();
+  End();
+}
+
+void ViewList::Truncated(VFile& f, Ticket, uint64_t size) {
+  gen_.fetch_add(1, std::memory_order_seq_cst);  // rule 2, as Written
+  if (n_.load(std::memory_order_seq_cst) == 0) return End();
+  std::unique_lock<std::mutex> g(mu_);
+  // Rule 1: a write of another thread may have committed past `size` after
+  // this truncate and updated the views already (or the truncate failed):
+  // the zeroing below is what the file holds past its size *now*, and what
+  // it holds between `size` and that is reloaded from it (in the common
+  // case there is nothing between). If the size cannot be read, the
+  // truncate's own result.
+  auto cur = f.Size();
+  const uint64_t now = cur.ok() ? std::max(*cur, size) : size;
   for (auto& v : views_) {
     if (size >= v->off + v->len) continue;
-    size_t from = size > v->off ? static_cast<size_t>(size - v->off) : 0;
-    // Where stores may have gone unseen (untracked writable views, views
-    // older than a fork, dirty pages), everything past the end is zeroed;
-    // elsewhere only up to zero_from (zeros beyond it already).
-    bool whole_view = v->epoch != ForkEpoch() || (v->track == nullptr && v->writable) ||
-                      (v->track != nullptr && v->track->AnyDirty());
-    size_t end = whole_view ? v->len : std::min(v->zero_from, v->len);
-    if (from >= end) continue;
-    v->zero_from = from;
-    // Up to kZeroByHand by memset; more is released, which costs what it
-    // holds, not its size: MADV_REMOVE frees the memfd's pages (the
-    // application's map reads zeros there too), MADV_DONTNEED the twin's
-    // (private anonymous: zeros). Stores made there later differ from the
-    // twin's zeros and are dropped at write-back (past the end).
-    end = RoundUp(end);
-    size_t whole = end - from <= kZeroByHand ? end : std::min(RoundUp(from), end);
-    std::memset(v->alias + from, 0, whole - from);
-    if (v->twin != nullptr) std::memset(v->twin + from, 0, whole - from);
-    if (whole == end) continue;
-    if (RawAdvise(v->alias + whole, end - whole, MADV_REMOVE) != 0) std::memset(v->alias + whole, 0, end - whole);
-    if (v->twin != nullptr && RawAdvise(v->twin + whole, end - whole, MADV_DONTNEED) != 0)
-      std::memset(v->twin + whole, 0, end - whole);
+    ZeroPast(*v, size);
+    if (now == size) continue;
+    uint64_t a = std::max(size, v->off), b = std::min(now, v->off + v->len);
+    if (a >= b) continue;
+    size_t at = static_cast<size_t>(a - v->off), len = static_cast<size_t>(b - a);
+    if (!Load(*v, at, len, f)) continue;  // zeros: what the truncate made of it
+    v->zero_from = std::max(v->zero_from, at + len);
   }
+  g.unlock();
+  End();
 }
 
 // A view found in the registry may be in the middle of an Unmap by
@@ -217,16 +306,49 @@ int ViewList::Protect(View& v, size_t from, size_t to, int prot, int pkey) {
   return RawProtect(v.addr + from, to - from, prot, pkey);
 }
 
-void ViewList::Add(std::shared_ptr<View> v) {
+Status ViewList::AddFilled(std::shared_ptr<View> v, uint64_t g0) {
   std::lock_guard<std::mutex> g(mu_);
-  views_.push_back(std::move(v));
-  n_.store(views_.size(), std::memory_order_release);
+  views_.push_back(v);
+  n_.store(views_.size(), std::memory_order_seq_cst);
+  if (gen_.load(std::memory_order_seq_cst) == g0) return Status::Ok();
+  // A write or truncate committed since the fill began and may have found
+  // the list without this view: reloaded whole from the file (rule 2),
+  // under the lock, so the writers waiting for it update the view after.
+  // Map has not returned it yet: the application holds no store in it (a
+  // MAP_FIXED map at an address another thread stores into meanwhile is
+  // that program's race, as with the kernel). Twin before alias; past the
+  // content, zeros up to where the fill had put anything.
+  char* dst = Stable(*v);
+  size_t filled = 0;
+  Status s = Fill(*v->f, dst, v->len, v->off, &filled);
+  if (!s.ok()) {
+    views_.pop_back();
+    n_.store(views_.size(), std::memory_order_seq_cst);
+    return s;
+  }
+  size_t end = std::max(filled, std::min(v->zero_from, v->len));
+  std::memset(dst + filled, 0, end - filled);
+  if (v->twin != nullptr) std::memcpy(v->alias, v->twin, end);
+  v->zero_from = filled;
+  return Status::Ok();
 }
 
-void ViewList::Remove(const View* v) {
+void ViewList::Cut(View& v, size_t cut_lo, size_t cut_hi, const std::shared_ptr<View>& right) {
   std::lock_guard<std::mutex> g(mu_);
-  views_.erase(std::remove_if(views_.begin(), views_.end(), [&](auto& x) { return x.get() == v; }), views_.end());
-  n_.store(views_.size(), std::memory_order_release);
+  if (right != nullptr) {
+    // What changes under the lock (zero_from, writable) is copied under it.
+    right->zero_from = v.zero_from > cut_hi ? v.zero_from - cut_hi : 0;
+    right->writable = v.writable;
+    views_.push_back(right);
+  }
+  if (cut_lo > 0) {
+    v.len = cut_lo;
+    v.zero_from = std::min(v.zero_from, cut_lo);
+  } else {
+    views_.erase(std::remove_if(views_.begin(), views_.end(), [&](auto& x) { return x.get() == &v; }),
+                 views_.end());
+  }
+  n_.store(views_.size(), std::memory_order_seq_cst);
 }
 
 // Spare aliases (vview.h): at most this many bytes, and this many of them.
@@ -349,6 +471,7 @@ Result<void*> ViewRegistry::Map(const std::shared_ptr<VFile>& f, const std::shar
       a = TakeSpareLocked(L);
     }
     if (a != nullptr) {
+      const uint64_t g0 = list->Generation();  // before the fill (ViewList::AddFilled)
       auto v = NewView(f, L, off, false);
       v->alias = a;  // the View owns it from here (its destructor unmaps it)
       size_t filled = 0;
@@ -366,7 +489,7 @@ Result<void*> ViewRegistry::Map(const std::shared_ptr<VFile>& f, const std::shar
         return Status::Error(e, "mprotect");
       }
       v->addr = reinterpret_cast<char*>(p);
-      return Register(std::move(v), list);
+      return Register(std::move(v), list, g0);
     }
   }
   int mfd = memfd_create("mapfs-virtual-view", MFD_CLOEXEC);
@@ -381,6 +504,7 @@ Result<void*> ViewRegistry::Map(const std::shared_ptr<VFile>& f, const std::shar
     if (t != MAP_FAILED) v->twin = static_cast<char*>(t);
     if (a == MAP_FAILED || t == MAP_FAILED) s = Status::FromErrno("mmap");
   }
+  const uint64_t g0 = list->Generation();  // before the fill (ViewList::AddFilled)
   if (s.ok()) s = FillFd(*f, mfd, L, off, &v->zero_from);
   if (s.ok()) {
     if (twin) std::memcpy(v->twin, v->alias, L);
@@ -406,11 +530,14 @@ Result<void*> ViewRegistry::Map(const std::shared_ptr<VFile>& f, const std::shar
   }
   close(mfd);
   if (!s.ok()) return s;  // v's destructor unmaps alias and twin
-  return Register(std::move(v), list);
+  return Register(std::move(v), list, g0);
 }
 
-void* ViewRegistry::Register(std::shared_ptr<View> v, const std::shared_ptr<ViewList>& list) {
-  list->Add(v);
+Result<void*> ViewRegistry::Register(std::shared_ptr<View> v, const std::shared_ptr<ViewList>& list, uint64_t g0) {
+  if (Status s = list->AddFilled(v, g0); !s.ok()) {
+    munmap(v->addr, v->len);  // v's destructor returns alias and twin
+    return s;
+  }
   std::lock_guard<std::mutex> g(mu_);
   void* addr = v->addr;
   by_addr_[reinterpret_cast<uintptr_t>(addr)] = Entry{std::move(v), list};
@@ -499,42 +626,41 @@ Status ViewRegistry::Unmap(void* addr, size_t len) {
       continue;
     }
     it = by_addr_.erase(it);
+    const size_t len = v.len;  // (changed only here, under mu_)
     size_t cut_lo = a - reinterpret_cast<uintptr_t>(v.addr), cut_hi = b - reinterpret_cast<uintptr_t>(v.addr);
-    e.list->Remove(&v);
-    // The cut pages' stores were written back above; from now on their
-    // addresses are no longer the view's (the kernel unmaps them next).
-    if (v.track != nullptr) v.track->Forget(v.tpage + cut_lo / Page(), v.tpage + cut_hi / Page());
     // What is left of the view on either side of the cut lives on as views
-    // of their own (the unmapped part of alias and twin is returned).
-    if (cut_hi < v.len) {
-      auto right = std::make_shared<View>();
+    // of their own (the unmapped part of alias and twin is returned). The
+    // list trades v for them in one step: a write meanwhile reaches them.
+    std::shared_ptr<View> right;
+    if (cut_hi < len) {
+      right = std::make_shared<View>();
       right->addr = v.addr + cut_hi;
       right->alias = v.alias + cut_hi;
       right->twin = v.twin != nullptr ? v.twin + cut_hi : nullptr;
-      right->len = v.len - cut_hi;
+      right->len = len - cut_hi;
       right->off = v.off + cut_hi;
       right->f = v.f;
       right->track = v.track;
       right->tpage = v.tpage + cut_hi / Page();
-      right->writable = v.writable;
       right->may_write = v.may_write;
       right->epoch = v.epoch;
-      right->zero_from = v.zero_from > cut_hi ? v.zero_from - cut_hi : 0;
-      e.list->Add(right);
+    }
+    e.list->Cut(v, cut_lo, cut_hi, right);
+    // The cut pages' stores were written back above; from now on their
+    // addresses are no longer the view's (the kernel unmaps them next).
+    if (v.track != nullptr) v.track->Forget(v.tpage + cut_lo / Page(), v.tpage + cut_hi / Page());
+    if (right != nullptr) {
       it = by_addr_.emplace(reinterpret_cast<uintptr_t>(right->addr), Entry{right, e.list}).first;
       ++it;
     }
     // A read-only view unmapped whole, made since the last fork, leaves
     // its alias as a spare (TakeSpareLocked); any other goes back.
-    if (cut_lo == 0 && cut_hi == v.len && v.twin == nullptr && v.track == nullptr && v.epoch == ForkEpoch())
+    if (cut_lo == 0 && cut_hi == len && v.twin == nullptr && v.track == nullptr && v.epoch == ForkEpoch())
       KeepSpareLocked(v);
     else
       munmap(v.alias + cut_lo, cut_hi - cut_lo);
     if (v.twin != nullptr) munmap(v.twin + cut_lo, cut_hi - cut_lo);
     if (cut_lo > 0) {
-      v.len = cut_lo;
-      v.zero_from = std::min(v.zero_from, cut_lo);
-      e.list->Add(e.view);
       by_addr_.emplace(reinterpret_cast<uintptr_t>(v.addr), Entry{e.view, e.list});
     } else {
       v.alias = v.twin = nullptr;  // all of it returned above (or now owned by `right`)
