@@ -626,18 +626,18 @@ Status ViewRegistry::Unmap(void* addr, size_t len) {
       continue;
     }
     it = by_addr_.erase(it);
-    const size_t len = v.len;  // (changed only here, under mu_)
+    const size_t vlen = v.len;  // (changed only here, under mu_)
     size_t cut_lo = a - reinterpret_cast<uintptr_t>(v.addr), cut_hi = b - reinterpret_cast<uintptr_t>(v.addr);
     // What is left of the view on either side of the cut lives on as views
     // of their own (the unmapped part of alias and twin is returned). The
     // list trades v for them in one step: a write meanwhile reaches them.
     std::shared_ptr<View> right;
-    if (cut_hi < len) {
+    if (cut_hi < vlen) {
       right = std::make_shared<View>();
       right->addr = v.addr + cut_hi;
       right->alias = v.alias + cut_hi;
       right->twin = v.twin != nullptr ? v.twin + cut_hi : nullptr;
-      right->len = len - cut_hi;
+      right->len = vlen - cut_hi;
       right->off = v.off + cut_hi;
       right->f = v.f;
       right->track = v.track;
@@ -655,7 +655,7 @@ Status ViewRegistry::Unmap(void* addr, size_t len) {
     }
     // A read-only view unmapped whole, made since the last fork, leaves
     // its alias as a spare (TakeSpareLocked); any other goes back.
-    if (cut_lo == 0 && cut_hi == len && v.twin == nullptr && v.track == nullptr && v.epoch == ForkEpoch())
+    if (cut_lo == 0 && cut_hi == vlen && v.twin == nullptr && v.track == nullptr && v.epoch == ForkEpoch())
       KeepSpareLocked(v);
     else
       munmap(v.alias + cut_lo, cut_hi - cut_lo);

@@ -41,8 +41,10 @@
 // application's mprotect adding PROT_WRITE goes through Protect).
 //
 // Coherence within the process: a write or truncate through any descriptor
-// of the file updates its views (alias and twin); a read first writes back
-// the views' stores in its range. Between processes, a view is a snapshot
+// of the file updates its views (alias and twin), also one racing another
+// thread's map or write (ViewList); a read first writes back the views'
+// stores in its range. A view's stores written back reach the file, not
+// the process's other views of the same bytes. Between processes, a view is a snapshot
 // until written back (msync, munmap, fsync of the file, exec, exit).
 #pragma once
 
