@@ -796,6 +796,29 @@ TEST_F(VirtualView, WritesRacingTheFillOfAMapReachIt) {
   EXPECT_EQ(stale, 0) << "maps missing a write that raced their fill, of " << kRounds * kMaps;
 }
 
+// A write that fails commits nothing, and its bytes must not show in the
+// maps either (a failed write still tells the views, which then reload the
+// file's bytes, never the caller's).
+TEST_F(VirtualView, AFailedWriteLeavesTheMapsAsTheFile) {
+  auto rw = Open("fw", O_RDWR | O_CREAT);
+  ASSERT_TRUE(rw);
+  ASSERT_TRUE(rw->Pwrite("file", 4, 0).ok());
+  for (int prot : {PROT_READ, PROT_READ | PROT_WRITE}) {
+    auto m = rw->Map(nullptr, 4096, prot, MAP_SHARED, 0);
+    ASSERT_TRUE(m.ok());
+    char* p = static_cast<char*>(*m);
+    // Past the block table (EFBIG, refused before the buffer is read: only
+    // the bytes over the map could be copied from it).
+    std::string fail(4096, 'F');
+    EXPECT_EQ(rw->Pwrite(fail.data(), uint64_t{1} << 40, 0).status().code(), EFBIG);
+    EXPECT_EQ(rw->Truncate(uint64_t{1} << 40).code(), EFBIG);
+    EXPECT_EQ(std::string(p, 8), std::string("file\0\0\0\0", 8));
+    EXPECT_EQ(Read(*rw, 0, 8), "file");
+    ASSERT_TRUE(engine_->UnmapViews(p, 4096).ok());
+    ASSERT_EQ(::munmap(p, 4096), 0);
+  }
+}
+
 // Three threads writing the same bytes (and one of them truncating): their
 // commits are ordered, and the maps must end with the last one, as the
 // file does — not with whichever thread updated the maps last. Each round

@@ -103,11 +103,15 @@ class VirtualFile final : public OverlayFile {
   }
   // Every write and truncate tells the views, mapped or not (ViewList:
   // a map being filled meanwhile may need it), failed ones too (part of
-  // it may be committed: the views reload what the file holds).
+  // it may be committed, or none: the views reload what the file holds,
+  // never the caller's bytes).
   Result<size_t> Pwrite(const void* buf, size_t n, uint64_t off) override {
     auto t = views_->Begin();
     auto r = f_->Pwrite(buf, n, off);
-    views_->Written(*f_, t, buf, off, r.ok() ? *r : n);
+    if (r.ok())
+      views_->Written(*f_, t, buf, off, *r);
+    else
+      views_->Written(*f_, t, nullptr, off, n);
     return r;
   }
   Result<uint64_t> Append(const void* buf, size_t n) override {

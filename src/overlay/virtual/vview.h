@@ -153,9 +153,9 @@ class ViewList {
     bool alone;      // no other writer was in flight when it began
   };
   Ticket Begin();
-  // After a write of content [off, off+n) of `f` from `buf` (or a failed
-  // one, which may have committed part of it; buf null: the bytes are not
-  // at hand): the views show the file's content there (rule 1 above).
+  // After a write of content [off, off+n) of `f` from `buf` (buf null for
+  // a failed one, which may have committed part of it or nothing): the
+  // views show the file's content there (rule 1 above).
   void Written(VFile& f, Ticket t, const void* buf, uint64_t off, uint64_t n);
   // After a truncate of `f` to `size` (or a failed one): views read zeros
   // past the end, and whatever a concurrent write put past `size` since.
