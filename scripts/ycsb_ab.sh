@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Interleaved A/B of LevelDB under YCSB (bench/ycsb_driver.cc): tmpfs, the
 # shim of build BEFORE and the shim of build AFTER, in turn, ROUNDS times,
-# each mapfs run on a fresh sync pool. Prints per round and phase:
+# each mapfs run on a fresh pool in sync mode (MAPFS_AB_MODE=posix|strict
+# for another). Prints per round and phase:
 # wall µs/op and CPU µs/op (the driver's, all threads) with the load average.
 #   scripts/ycsb_ab.sh BEFORE_BUILD AFTER_BUILD [ROUNDS] [RECORDS] [PHASES...]
 # e.g. scripts/ycsb_ab.sh /tmp/base/build build 3 200000 load-a run-a run-f
@@ -20,7 +21,7 @@ for r in $(seq 1 "$rounds"); do
       *) b=$before; [ "$w" = after ] && b=$after
          pool=$dir.$w.pool; rm -f "$pool"
          "$after/bin/mapfs" mkfs "$pool" --size 3G >/dev/null
-         out=$("$b/bin/mapfs" run --pool "$pool" --mount /mapfs-ab --mode sync -- "$driver" /mapfs-ab/db "$records" "$records" $phases)
+         out=$("$b/bin/mapfs" run --pool "$pool" --mount /mapfs-ab --mode "${MAPFS_AB_MODE:-sync}" -- "$driver" /mapfs-ab/db "$records" "$records" $phases)
          rm -f "$pool" ;;
     esac
     echo "$out" | awk -v w="$w" -v r="$r" -v l="$load" '{printf "%d %-6s %-7s wall %8.2f cpu %8.2f us/op  load %s\n", r, w, $1, $3/$2/1000, $4/$2/1000, l}'

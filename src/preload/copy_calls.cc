@@ -1,6 +1,7 @@
 // Copies between descriptors (copy_file_range, sendfile, splice) when
-// either side is a mapfs file: the shim's own read/write through a bounce
-// buffer, so any mix of mapfs and kernel descriptors works.
+// either side is a mapfs file or an overlay file: the shim's own read/write
+// through a bounce buffer, so any mix of mapfs, overlay and kernel
+// descriptors works.
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/ioctl.h>
@@ -122,29 +123,41 @@ MAPFS_EXPORT ssize_t sendfile(int out, int in, off_t* off, size_t len) {
 }
 MAPFS_EXPORT ssize_t sendfile64(int out, int in, off64_t* off, size_t len) { return sendfile(out, in, off, len); }
 
-// splice(2) with a mapfs file at one end (the kernel's splice cannot reach
-// the pool): the other end must be a pipe, with no offset; the mapfs end
-// may not be O_APPEND (both as the kernel). tee(2) and vmsplice(2) need
-// pipes at every end: the kernel fails them on a mapfs descriptor as on any
-// regular file, so they are not wrapped.
+// splice(2) with a mapfs file or an overlay file at one end (the kernel's
+// splice cannot reach the pool, and would miss an overlay file's staged
+// bytes and the engine's size): the other end must be a pipe, with no
+// offset; the file's end may not be O_APPEND (both as the kernel). tee(2)
+// and vmsplice(2) need pipes at every end: the kernel fails them on these
+// descriptors as on any regular file, so they are not wrapped.
 MAPFS_EXPORT ssize_t splice(int in, off64_t* in_off, int out, off64_t* out_off, size_t len, unsigned flags) {
   DescRef a = MapfsFd(in), b = MapfsFd(out);
-  if (!a && !b) return REAL(splice)(in, in_off, out, out_off, len, flags);
-  if (a && b) return FailErrno(EINVAL);
-  int pipe = a ? out : in;
+  OvRef oa = a ? nullptr : OverlayFd(in), ob = b ? nullptr : OverlayFd(out);
+  bool from_file = a || oa, to_file = b || ob;
+  if (!from_file && !to_file) return REAL(splice)(in, in_off, out, out_off, len, flags);
+  if (from_file && to_file) return FailErrno(EINVAL);
+  int pipe = from_file ? out : in;
   struct stat st;
   if (REAL(fstat)(pipe, &st) != 0) return -1;
   if (!S_ISFIFO(st.st_mode)) return FailErrno(EINVAL);
-  if ((a ? out_off : in_off) != nullptr) return FailErrno(ESPIPE);
-  Desc& d = a ? *a : *b;
-  int acc = d.file->flags & O_ACCMODE;
-  if (a ? acc == O_WRONLY : acc == O_RDONLY) return FailErrno(EBADF);
-  if (b && (d.file->flags & O_APPEND)) return FailErrno(EINVAL);
-  off64_t* off = a ? in_off : out_off;
+  if ((from_file ? out_off : in_off) != nullptr) return FailErrno(ESPIPE);
+  int acc;
+  bool append;
+  if (a || b) {
+    Desc& d = a ? *a : *b;
+    acc = d.file->flags & O_ACCMODE;
+    append = d.file->flags & O_APPEND;
+  } else {
+    OvOpen& o = oa ? *oa : *ob;
+    acc = o.acc;
+    append = o.append.load(std::memory_order_relaxed);
+  }
+  if (from_file ? acc == O_WRONLY : acc == O_RDONLY) return FailErrno(EBADF);
+  if (to_file && append) return FailErrno(EINVAL);
+  off64_t* off = from_file ? in_off : out_off;
   if (off != nullptr && *off < 0) return FailErrno(EINVAL);
   if (len == 0) return 0;
   int pfl = REAL(fcntl)(pipe, F_GETFL);
   bool nonblock = (flags & SPLICE_F_NONBLOCK) || (pfl >= 0 && (pfl & O_NONBLOCK));
   return SpliceOnce(in, reinterpret_cast<int64_t*>(in_off), out, reinterpret_cast<int64_t*>(out_off), len, nonblock,
-                    static_cast<bool>(a));
+                    from_file);
 }

@@ -30,6 +30,7 @@
 
 #include "medium/protection.h"
 #include "vm/fault.h"
+#include "vm/fault_guard.h"
 
 namespace mapfs::vm {
 namespace {
@@ -299,6 +300,9 @@ void OnFault(int sig, siginfo_t* info, void* uctx) {
     }
   }
   errno = saved_errno;  // the program's handler sees the interrupted code's errno
+  // A copy through a file map that the file's end moved past (fault_guard.h):
+  // back to the copy, which reports it.
+  if (sig == SIGBUS && info != nullptr && info->si_code == BUS_ADRERR) EscapeGuardedCopy(info->si_addr, uctx);
   int slot = Slot(sig);
   if (slot >= 0) PassOn(sig, slot, info, uctx);
 }

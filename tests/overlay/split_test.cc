@@ -344,6 +344,65 @@ TEST_P(SplitTest, MapsKeptAcrossCloseNeverReachPastAnotherProcesssTruncation) {
   EXPECT_EQ(k[size - 1], 'z');
 }
 
+// Another process truncates a file through the kernel while it is open
+// here, after the engine mapped its regions: reads past the new end return
+// what the kernel's would (a short count, then 0) and writes there grow the
+// file with a hole, as the kernel's would. Before, the copy through a map
+// page past the file's end raised SIGBUS and killed the program.
+TEST_P(SplitTest, AFileShrunkByAnotherProcessWhileOpenIsReadAndWrittenAsTheKernelWould) {
+  std::vector<char> want = Pattern(3 << 20, 21);
+  {
+    int fd = open(Path("s").c_str(), O_RDWR | O_CREAT, 0644);
+    ASSERT_EQ(write(fd, want.data(), want.size()), static_cast<ssize_t>(want.size()));
+    close(fd);
+  }
+  auto f = Open("s", O_RDWR);
+  ASSERT_TRUE(f);
+  std::vector<char> got(want.size());
+  ASSERT_EQ(*f->Pread(got.data(), got.size(), 0), want.size());  // every region mapped
+  ASSERT_TRUE(f->Pwrite("x", 1, 10).ok());  // an overwrite through the maps
+  want[10] = 'x';
+  // "Another process": the kernel, unseen by the engine. 5,000 bytes: the
+  // file's second page still exists in part, the rest is past the end.
+  ASSERT_EQ(truncate(Path("s").c_str(), 5000), 0);
+
+  // Wholly past the new end, in a mapped region: nothing, as the kernel says.
+  auto r = f->Pread(got.data(), 4096, 2 << 20);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, 0u);
+  EXPECT_EQ(*f->Size(), 5000u);
+  // Across the new end: the bytes up to it.
+  r = f->Pread(got.data(), 8192, 0);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, 5000u);
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), 5000), 0);
+  // Strict overwrites go through staging and the kernel (no map to fault
+  // on), so they never learn of the new end: its size stays this process's
+  // belief until the next open (docs/OVERLAY.md, "What is not done").
+  if (std::get<1>(GetParam()) == Mode::kStrict) return;
+
+  // A write wholly past the new end, in a mapped region: the kernel's
+  // growth, zeros between.
+  auto tail = Pattern(4096, 22);
+  const uint64_t at = (1 << 20) + 100;
+  ASSERT_TRUE(f->Pwrite(tail.data(), tail.size(), at).ok());
+  EXPECT_EQ(*f->Size(), at + tail.size());
+  ASSERT_TRUE(f->Sync().ok());  // in the kernel's file now, not staged
+  ASSERT_EQ(KernelRead(Path("s")).size(), at + tail.size());
+  // Truncated again under the engine, then an overwrite that the old size
+  // would have sent through the maps past the end.
+  ASSERT_EQ(truncate(Path("s").c_str(), 100), 0);
+  ASSERT_TRUE(f->Pwrite("yz", 2, 8000).ok());
+  EXPECT_EQ(*f->Size(), 8002u);
+  ASSERT_TRUE(f->Close().ok());
+  auto k = KernelRead(Path("s"));
+  ASSERT_EQ(k.size(), 8002u);
+  EXPECT_EQ(std::memcmp(k.data(), want.data(), 100), 0);
+  for (size_t i = 100; i < 8000; i++) ASSERT_EQ(k[i], 0) << "stale byte at " << i;
+  EXPECT_EQ(k[8000], 'y');
+  EXPECT_EQ(k[8001], 'z');
+}
+
 bool MapsDeleted(const std::string& path) {
   std::ifstream maps("/proc/self/maps");
   for (std::string line; std::getline(maps, line);)

@@ -81,7 +81,12 @@ class SplitFile final : public OverlayFile {
   Status StrictOverwrite(const char* buf, size_t n, uint64_t off);
   Status StageBytes(const char* buf, size_t n, uint64_t off);
   Status KernelWrite(const char* buf, size_t n, uint64_t off);
-  Status MapCopy(char* dst, const char* src, uint64_t off, size_t n, bool write);
+  Result<size_t> KernelRead(void* buf, size_t n, uint64_t off);
+  // Copies through the region maps; *shrunk when the file turned out to
+  // end before `off + n` (another process truncated it: vm/fault_guard.h),
+  // some prefix copied. Shrunk() then learns the kernel's size.
+  Status MapCopy(char* dst, const char* src, uint64_t off, size_t n, bool write, bool* shrunk);
+  Status Shrunk();
   Status Commit();
   // Moves staged bytes into the target. durable: logged and synced first
   // (fsync, sync/strict modes), else just relinked (posix close, map, truncate).

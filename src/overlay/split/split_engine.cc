@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "overlay/split/file_state.h"
 #include "overlay/split/relink.h"
+#include "vm/fault_guard.h"
 
 namespace mapfs::overlay::split {
 std::string Name(const char* kind, const std::string& tag, int pair) {
@@ -58,6 +59,11 @@ Result<std::unique_ptr<SplitEngine>> SplitEngine::Open(const Options& o) {
   e->dir_fd_ = openat(e->root_fd_, kHiddenDir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (e->dir_fd_ < 0) return Status::FromErrno("overlay: open " + o.dir + "/" + kHiddenDir);
   e->method_ = DetectRelinkMethod(e->dir_fd_, &e->fs_name_, &e->method_note_);
+  // Reads and writes copy through maps of files other processes may
+  // shrink: mapfs's handler turns the SIGBUS into a short copy.
+  if (Status g = vm::EnableGuardedCopies(); !g.ok())
+    MAPFS_LOG("overlay %s: %s; a file shrunk by another process while open here may kill this one (SIGBUS)\n",
+              o.dir.c_str(), g.ToString().c_str());
   MAPFS_RETURN_IF_ERROR(e->Recover());
   MAPFS_RETURN_IF_ERROR(e->log_.Create(e->dir_fd_));
   MAPFS_LOG("overlay %s: split engine on %s, relink by %s%s%s; recovery: %d dead logs, %d relinks finished, %d lost\n",

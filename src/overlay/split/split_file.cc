@@ -2,6 +2,7 @@
 // appends into staging, relinks (split_engine.h).
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -10,6 +11,7 @@
 #include "overlay/split/file_state.h"
 #include "overlay/split/relink.h"
 #include "overlay/split/split_engine.h"
+#include "vm/fault_guard.h"
 
 namespace mapfs::overlay::split {
 
@@ -81,7 +83,11 @@ char* SplitFile::Region(uint64_t idx, Status* err) {
 }
 
 // Copies between the caller's buffer and target bytes [off, off+n) < ksize.
-Status SplitFile::MapCopy(char* dst, const char* src, uint64_t off, size_t n, bool write) {
+// Every copy is guarded: a page of a region past the file's end (another
+// process shrank the file through the kernel; ksize is this process's
+// belief) raises SIGBUS, which ends the copy instead of the program.
+Status SplitFile::MapCopy(char* dst, const char* src, uint64_t off, size_t n, bool write, bool* shrunk) {
+  *shrunk = false;
   bool sync = engine_->mode() != Mode::kPosix;
   while (n > 0) {
     uint64_t idx = off / kRegionBytes, in = off % kRegionBytes;
@@ -91,18 +97,20 @@ Status SplitFile::MapCopy(char* dst, const char* src, uint64_t off, size_t n, bo
     if (r == nullptr) return err;
     if (write) {
       if (sync) {
-        medium::CopyNt(r + in, src, k);
+        if (!vm::GuardedCopy(r + in, src, k, [](void* d, const void* s, size_t len) { medium::CopyNt(d, s, len); }))
+          return *shrunk = true, Status::Ok();
         medium::Fence();
         // Not DAX: the page cache must reach the medium (fdatasync of the range).
         auto a = reinterpret_cast<uintptr_t>(r + in) & ~uintptr_t{4095};
         if (msync(reinterpret_cast<void*>(a), reinterpret_cast<uintptr_t>(r + in + k) - a, MS_SYNC) != 0)
           return Status::FromErrno("overlay: msync");
-      } else {
-        std::memcpy(r + in, src, k);
+      } else if (!vm::GuardedCopy(r + in, src, k, [](void* d, const void* s, size_t len) { std::memcpy(d, s, len); })) {
+        return *shrunk = true, Status::Ok();
       }
       src += k;
     } else {
-      std::memcpy(dst, r + in, k);
+      if (!vm::GuardedCopy(dst, r + in, k, [](void* d, const void* s, size_t len) { std::memcpy(d, s, len); }))
+        return *shrunk = true, Status::Ok();
       dst += k;
     }
     off += k;
@@ -111,23 +119,59 @@ Status SplitFile::MapCopy(char* dst, const char* src, uint64_t off, size_t n, bo
   return Status::Ok();
 }
 
+// The file ends before ksize: it was shrunk through the kernel by another
+// process while open here (st.mu held). Takes the kernel's size, drops the
+// region maps wholly past it, and moves what is staged to where it belongs
+// (past the new end: a hole between, as the kernel's own write at that
+// offset would leave), so that the call can go again on a consistent state.
+Status SplitFile::Shrunk() {
+  FileState& st = *st_;
+  struct stat sb {};
+  if (fstat(st.rfd >= 0 ? st.rfd : st.wfd, &sb) != 0) return Status::FromErrno("overlay: fstat");
+  auto size = static_cast<uint64_t>(sb.st_size);
+  if (size < st.ksize) {
+    st.ksize = size;
+    UnmapRegionsFrom(st, size);
+  }
+  return RelinkLocked(engine_->mode() != Mode::kPosix);
+}
+
 Result<size_t> SplitFile::Pread(void* buf, size_t n, uint64_t off) {
   if (!readable()) return Status::Error(EBADF, "overlay: not open for reading");
   FileState& st = *st_;
   std::lock_guard<std::mutex> g(st.mu);
-  uint64_t size = st.Size();
-  if (off >= size || n == 0) return size_t{0};
-  n = static_cast<size_t>(std::min<uint64_t>(n, size - off));
-  char* out = static_cast<char*>(buf);
-  uint64_t end = off + n;
-  if (off < st.ksize) {
-    size_t k = static_cast<size_t>(std::min(end, st.ksize) - off);
-    MAPFS_RETURN_IF_ERROR(MapCopy(out, nullptr, off, k, false));
-    out += k;
-    off += k;
+  for (int tries = 0;; tries++) {
+    uint64_t size = st.Size();
+    if (off >= size || n == 0) return size_t{0};
+    size_t want = static_cast<size_t>(std::min<uint64_t>(n, size - off));
+    char* out = static_cast<char*>(buf);
+    uint64_t at = off, end = off + want;
+    if (at < st.ksize) {
+      size_t k = static_cast<size_t>(std::min(end, st.ksize) - at);
+      bool shrunk;
+      MAPFS_RETURN_IF_ERROR(MapCopy(out, nullptr, at, k, false, &shrunk));
+      if (shrunk) {
+        // Shrinking again while this thread learns the size: the kernel's read.
+        if (tries == 2) return KernelRead(buf, n, off);
+        MAPFS_RETURN_IF_ERROR(Shrunk());
+        continue;
+      }
+      out += k;
+      at += k;
+    }
+    if (at < end) std::memcpy(out, st.smap + (at - st.salign), static_cast<size_t>(end - at));
+    return want;
   }
-  if (off < end) std::memcpy(out, st.smap + (off - st.salign), static_cast<size_t>(end - off));
-  return n;
+}
+
+Result<size_t> SplitFile::KernelRead(void* buf, size_t n, uint64_t off) {
+  FileState& st = *st_;
+  for (;;) {
+    ssize_t r = pread(st.rfd >= 0 ? st.rfd : st.wfd, buf, n, static_cast<off_t>(off));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return Status::FromErrno("overlay: read");
+    return static_cast<size_t>(r);
+  }
 }
 
 Status SplitFile::KernelWrite(const char* buf, size_t n, uint64_t off) {
@@ -235,8 +279,16 @@ Result<size_t> SplitFile::WriteLocked(const char* buf, size_t n, uint64_t off) {
   }
   if (off < st.ksize) {
     size_t k = static_cast<size_t>(std::min(end, st.ksize) - off);
-    if (st.maps_writable) MAPFS_RETURN_IF_ERROR(MapCopy(nullptr, buf, off, k, true));
+    bool shrunk = false;
+    if (st.maps_writable) MAPFS_RETURN_IF_ERROR(MapCopy(nullptr, buf, off, k, true, &shrunk));
     else MAPFS_RETURN_IF_ERROR(KernelWrite(buf, k, off));
+    if (shrunk) {
+      // The file ends inside [off, off + k) now: the kernel's write, which
+      // grows it back over the range with a hole before, as it would have
+      // for this call alone (bytes copied before the fault are rewritten).
+      MAPFS_RETURN_IF_ERROR(Shrunk());
+      MAPFS_RETURN_IF_ERROR(KernelWrite(buf, k, off));
+    }
     buf += k;
     off += k;
     n -= k;
