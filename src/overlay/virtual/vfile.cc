@@ -250,10 +250,13 @@ Status VFile::WritePieces(Piece* p, size_t n) const {
     } while (i < n && cnt < kIov && static_cast<uint64_t>(at) + len == p[i].phys * kBlockSize);
     iovec* v = iov;
     for (size_t done = 0; done < len;) {
-      // The kernel's pwritev, not the shim's wrapper (under LD_PRELOAD the
-      // engine's own descriptor needs no routing).
-      long w = RawSyscall(SYS_pwritev, fd_, reinterpret_cast<long>(v), static_cast<long>(cnt),
-                          static_cast<long>(at + static_cast<off_t>(done)), 0);
+      // The kernel's pwrite(v), not the shim's wrapper (under LD_PRELOAD
+      // the engine's own descriptor needs no routing); pwrite for one piece
+      // (pwritev first copies and checks the vector).
+      const long pos = static_cast<long>(at + static_cast<off_t>(done));
+      long w = cnt == 1 ? RawSyscall(SYS_pwrite64, fd_, reinterpret_cast<long>(v->iov_base),
+                                     static_cast<long>(v->iov_len), pos)
+                        : RawSyscall(SYS_pwritev, fd_, reinterpret_cast<long>(v), static_cast<long>(cnt), pos, 0);
       if (w < 0 && errno == EINTR) continue;
       if (w < 0) return Status::FromErrno("virtual: pwrite of data blocks");
       if (w == 0) return Status::Error(EIO, "virtual: pwrite of data blocks wrote nothing");
