@@ -384,7 +384,7 @@ void VFile::SetDtable(uint64_t vblock, uint64_t entry) {
 }
 
 Status VFile::ApplyEntry(uint64_t e, uint64_t seq, uint64_t* size, bool* recycled, bool to_dtable,
-                         const char* record) {
+                         const char* record, char* rec_out) {
   // The message is built only on damage: replay runs for every entry.
   auto bad = [&](const char* what) {
     return Status::Error(EUCLEAN, "virtual: log entry " + std::to_string(seq) + ": " + what);
@@ -402,8 +402,14 @@ Status VFile::ApplyEntry(uint64_t e, uint64_t seq, uint64_t* size, bool* recycle
   if (EntryType(e) != kIndirect || ((e >> 24) & 0xffffffff) != 0)
     return bad("bad entry type");
   if (!phys_ok(EntryPhys(e), 1)) return bad("record block outside the data region");
-  alignas(64) char rec[kBlockSize];
-  std::memcpy(rec, record != nullptr ? record : base_ + uint64_t{EntryPhys(e)} * kBlockSize, kBlockSize);
+  alignas(64) char own_rec[kBlockSize];
+  char* rec = rec_out != nullptr ? rec_out : own_rec;
+  // Its header, then as many runs as it says (at most kMaxRuns: a copy of
+  // a recycled block is refused below), not the whole block.
+  const char* src = record != nullptr ? record : base_ + uint64_t{EntryPhys(e)} * kBlockSize;
+  std::memcpy(rec, src, sizeof(RecordHeader));
+  const uint32_t nr = std::min<uint32_t>(reinterpret_cast<const RecordHeader*>(rec)->nruns, kMaxRuns);
+  std::memcpy(rec + sizeof(RecordHeader), src + sizeof(RecordHeader), nr * sizeof(Run));
   // The record is freed only after a checkpoint passes seq: if none did,
   // what was copied is the record (a seqlock-style check).
   LoadBarrier();

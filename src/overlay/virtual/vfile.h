@@ -146,8 +146,10 @@ class VFile {
   // Validates entry `seq` and computes the size after it; with to_dtable,
   // also applies it to this process's table (the replay, under replay_mu_).
   // `record`: the bytes of its record block if the caller has them.
+  // `rec_out` (kBlockSize bytes, or null): receives the record's header and
+  // runs as validated (the GC applies them from there).
   Status ApplyEntry(uint64_t e, uint64_t seq, uint64_t* size, bool* recycled, bool to_dtable = true,
-                    const char* record = nullptr);
+                    const char* record = nullptr, char* rec_out = nullptr);
   void SetDtable(uint64_t vblock, uint64_t entry);
   // The mapping (tagged table entry) of a virtual block now.
   Result<uint64_t> Lookup(uint64_t vblock) const;
