@@ -24,6 +24,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -292,6 +293,30 @@ class VFile {
     for (uint64_t f = fresh_.load(std::memory_order_relaxed);
          f < end && !fresh_.compare_exchange_weak(f, end, std::memory_order_relaxed);) {
     }
+  }
+  // The partial last block of this process's last append by pwrite
+  // (vwrite.cc): its table entry (the commit's tag and the block) and its
+  // bytes. The next small append's first block is that one, and its old
+  // bytes come from here rather than through the map, where a block
+  // written by pwrite is not mapped yet (a page fault per append). A table
+  // entry names one commit's copy of a block, whose bytes never change
+  // while it is mapped (copy-on-write), so an equal entry means equal bytes.
+  std::mutex edge_mu_;
+  uint64_t edge_entry_ = 0;              // 0: none
+  std::unique_ptr<char[]> edge_bytes_;  // kBlockSize, at the first append by pwrite
+  // Bytes [from, to) of the block whose table entry is `entry` into dst,
+  // if it is the remembered one.
+  bool EdgeBytes(uint64_t entry, char* dst, size_t from, size_t to) {
+    std::lock_guard<std::mutex> g(edge_mu_);
+    if (entry != edge_entry_ || edge_bytes_ == nullptr) return false;
+    std::memcpy(dst, edge_bytes_.get() + from, to - from);
+    return true;
+  }
+  void RememberEdge(uint64_t entry, const char* block) {
+    std::lock_guard<std::mutex> g(edge_mu_);
+    if (edge_bytes_ == nullptr) edge_bytes_.reset(new char[pmem::kBlockSize]);
+    std::memcpy(edge_bytes_.get(), block, pmem::kBlockSize);
+    edge_entry_ = entry;
   }
   char* base_ = nullptr;
   size_t map_len_ = 0;

@@ -243,7 +243,8 @@ Result<size_t> VFile::WriteOnce(const char* buf, size_t n, uint64_t off, const u
           ZeroData(dst, to - from);
         }
       } else if (composed) {
-        std::memcpy(dst, base_ + uint64_t{TablePhys(*m)} * kBlockSize + from, to - from);
+        if (!EdgeBytes(*m, dst, from, to))
+          std::memcpy(dst, base_ + uint64_t{TablePhys(*m)} * kBlockSize + from, to - from);
       } else {
         CopyData(dst, base_ + uint64_t{TablePhys(*m)} * kBlockSize + from, to - from);
       }
@@ -293,6 +294,7 @@ Result<size_t> VFile::WriteOnce(const char* buf, size_t n, uint64_t off, const u
       return st;
     }
     if (retry_copy) continue;
+    if (tail_composed) RememberEdge(MakeTableEntry(seq, a.At(nb - 1)), tail_blk);
     // Read-your-writes in this process, then a checkpoint if half the ring
     // is waiting (without waiting for another process's). A record written
     // by pwrite is still in rb (all of its block): its replay here need not
