@@ -2,10 +2,11 @@
 //
 // A write of blocks [b0, b1]:
 //  1. allocates b1-b0+1 fresh blocks (bitmap, lock-free);
-//  2. copies the caller's bytes there (on tmpfs whole fresh blocks by
-//     pwrite, the rest through the map: vfile.h, pwrite_data_), and for a
-//     partial first/last block the old bytes around them (read-modify-write)
-//     from the block mapped now, remembering that mapping;
+//  2. copies the caller's bytes there, and for a partial first/last block
+//     the old bytes around them (read-modify-write) from the block mapped
+//     now, remembering that mapping: through the map, or on tmpfs, for
+//     fresh blocks past the end, composed in buffers and written by
+//     pwritev with the whole blocks and the record (vfile.h, pwrite_data_);
 //  3. if the write needs more than one inline entry can say (several
 //     physical runs, or an end inside a block, which sets the size exactly),
 //     writes a record block;
