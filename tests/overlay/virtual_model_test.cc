@@ -266,6 +266,89 @@ TEST(VirtualModel, WholeBlockAppendsOnTmpfsFillPagesWithoutMappingThem) {
   EXPECT_TRUE(CheckFile(path, &report).ok()) << report;
 }
 
+TEST(VirtualModel, SmallAppendsComposeTheirEdgesAndCopyOutScatteredRunsWhole) {
+  // LevelDB's appends: 1 KiB log records and ~4 KiB table blocks, never
+  // block-aligned. On tmpfs the partial first and last blocks of each are
+  // composed (the old bytes around the new ones) and written by pwritev
+  // with the record block (vwrite.cc); every partial block is copied on
+  // write, so the file's blocks end up in runs of one or two, which a map's
+  // fill (CopyOut) and a reused map's refill (PreadByKernel) copy as one
+  // scattered batch through the engine's map (vfile.cc, ByRuns). Gaps past
+  // the end (a hole inside a block, and whole hole blocks) and rewrites
+  // of earlier bytes are mixed in; every copy must equal the model.
+  TempDir dir;
+  std::string path = dir.File("f");
+  ASSERT_TRUE(MakeVirtual(path, FormatOptions{16384, 1u << 16, 1u << 18}));
+  auto f = OpenVirtual(path, true, Mode::kPosix);
+  ASSERT_TRUE(f.ok());
+  std::mt19937_64 rng(11);
+  std::string model;
+  for (int i = 0; i < 700; i++) {
+    std::string d = Pattern(rng, i % 3 == 2 ? 4230 : 1071);
+    if (i % 97 == 50) {
+      // Past the end: a gap inside the last block, or whole blocks of holes.
+      uint64_t at = model.size() + (i % 2 == 0 ? 300 : 3 * 4096 + 17);
+      ASSERT_TRUE((*f)->Pwrite(d.data(), d.size(), at).ok());
+      ModelWrite(model, at, d);
+    } else if (i % 41 == 7) {
+      // A rewrite of earlier bytes (the map path).
+      uint64_t at = rng() % (model.size() - d.size() + 1);
+      ASSERT_TRUE((*f)->Pwrite(d.data(), d.size(), at).ok());
+      ModelWrite(model, at, d);
+    } else {
+      auto a = (*f)->Append(d.data(), d.size());
+      ASSERT_TRUE(a.ok()) << a.status().message();
+      ASSERT_EQ(*a, model.size());
+      model += d;
+    }
+    if (i % 150 == 149) {
+      ASSERT_TRUE((*f)->Gc(true).ok());
+    }
+  }
+  EXPECT_EQ(ReadAll(**f), model);
+  // The scattered path is the one taken: most blocks are runs of one.
+  const uint64_t blocks = (model.size() + 4095) / 4096;
+  uint64_t runs = 0;
+  uint32_t prev = 0;
+  for (uint64_t v = 0; v < blocks; v++) {
+    auto p = (*f)->PhysOf(v);
+    ASSERT_TRUE(p.ok());
+    if (*p == 0 || *p != prev + 1) runs++;
+    prev = *p;
+  }
+  EXPECT_GT(runs, blocks / 3) << "blocks in long runs: the scattered copy is not exercised";
+  auto r = OpenVirtual(path, false, Mode::kPosix);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(ReadAll(**r), model);
+  for (VFile* h : {f->get(), r->get()}) {
+    // A map's fill: into a fresh memfd, holes left unwritten.
+    int mfd = memfd_create("copyout", MFD_CLOEXEC);
+    ASSERT_GE(mfd, 0);
+    ASSERT_EQ(ftruncate(mfd, static_cast<off_t>(model.size())), 0);
+    auto c = h->CopyOut(mfd, 0, model.size(), 0);
+    ASSERT_TRUE(c.ok()) << c.status().message();
+    ASSERT_EQ(*c, model.size());
+    std::string got(model.size(), '\0');
+    ASSERT_EQ(pread(mfd, got.data(), got.size(), 0), static_cast<ssize_t>(got.size()));
+    close(mfd);
+    EXPECT_TRUE(got == model) << "CopyOut differs from the content";
+    // A reused map's refill, whole and from an unaligned offset.
+    std::string buf(model.size(), 'x');
+    auto k = h->PreadByKernel(buf.data(), buf.size(), 0);
+    ASSERT_TRUE(k.ok()) << k.status().message();
+    EXPECT_TRUE(buf == model) << "PreadByKernel differs from the content";
+    std::string part(model.size() - 5000, 'x');
+    k = h->PreadByKernel(part.data(), part.size(), 5000 - 123);
+    ASSERT_TRUE(k.ok());
+    ASSERT_EQ(*k, part.size());
+    EXPECT_TRUE(part == model.substr(5000 - 123, part.size())) << "PreadByKernel at an offset differs";
+  }
+  r->reset();
+  f->reset();
+  std::string report;
+  EXPECT_TRUE(CheckFile(path, &report).ok()) << report;
+}
+
 TEST(VirtualModel, ReadOnlyAttachSeesContentAndRefusesWrites) {
   TempDir dir;
   std::string path = dir.File("f");

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -234,17 +235,40 @@ void VFile::Touch(uint64_t phys, uint64_t n) {
   }
 }
 
-Status VFile::WriteBlocks(uint64_t phys, const char* src, size_t len) const {
-  off_t at = static_cast<off_t>(phys * kBlockSize);
-  for (size_t done = 0; done < len;) {
-    // The kernel's pwrite, not the shim's wrapper (under LD_PRELOAD the
-    // engine's own descriptor needs no routing).
-    long w = RawSyscall(SYS_pwrite64, fd_, reinterpret_cast<long>(src + done), static_cast<long>(len - done),
-                        static_cast<long>(at + static_cast<off_t>(done)));
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) return Status::FromErrno("virtual: pwrite of data blocks");
-    if (w == 0) return Status::Error(EIO, "virtual: pwrite of data blocks wrote nothing");
-    done += static_cast<size_t>(w);
+Status VFile::WritePieces(Piece* p, size_t n) const {
+  std::sort(p, p + n, [](const Piece& a, const Piece& b) { return a.phys < b.phys; });
+  constexpr size_t kIov = 64;
+  iovec iov[kIov];
+  for (size_t i = 0; i < n;) {
+    // A group: pieces each ending where the next begins in the file.
+    size_t cnt = 0, len = 0;
+    const off_t at = static_cast<off_t>(p[i].phys * kBlockSize);
+    do {
+      iov[cnt++] = {const_cast<char*>(p[i].src), p[i].len};
+      len += p[i].len;
+      i++;
+    } while (i < n && cnt < kIov && static_cast<uint64_t>(at) + len == p[i].phys * kBlockSize);
+    iovec* v = iov;
+    for (size_t done = 0; done < len;) {
+      // The kernel's pwrite(v), not the shim's wrapper (under LD_PRELOAD
+      // the engine's own descriptor needs no routing); pwrite for one piece
+      // (pwritev first copies and checks the vector).
+      const long pos = static_cast<long>(at + static_cast<off_t>(done));
+      long w = cnt == 1 ? RawSyscall(SYS_pwrite64, fd_, reinterpret_cast<long>(v->iov_base),
+                                     static_cast<long>(v->iov_len), pos)
+                        : RawSyscall(SYS_pwritev, fd_, reinterpret_cast<long>(v), static_cast<long>(cnt), pos, 0);
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) return Status::FromErrno("virtual: pwrite of data blocks");
+      if (w == 0) return Status::Error(EIO, "virtual: pwrite of data blocks wrote nothing");
+      done += static_cast<size_t>(w);
+      // A short count (a signal): on from where it stopped.
+      size_t left = static_cast<size_t>(w);
+      for (; cnt > 0 && left >= v->iov_len; v++, cnt--) left -= v->iov_len;
+      if (cnt > 0) {
+        v->iov_base = static_cast<char*>(v->iov_base) + left;
+        v->iov_len -= left;
+      }
+    }
   }
   return Status::Ok();
 }
@@ -300,7 +324,7 @@ Result<uint32_t> VFile::PhysOf(uint64_t vblock) {
   return TablePhys(*m);
 }
 
-Status VFile::CatchUp() {
+Status VFile::CatchUp(const OwnRecord* own) {
   // Fast path, no lock: nothing committed since this process's last replay
   // (the slot after it is not of its lap) and no checkpoint overtook it.
   uint64_t a = applied_.load(std::memory_order_acquire);
@@ -308,10 +332,10 @@ Status VFile::CatchUp() {
   if ((e == 0 || EntryLap(e) != LapOf(a, hdr_.log_slots)) && persist::Load64(&shared()->ckpt_seq) <= a)
     return Status::Ok();
   std::lock_guard<std::mutex> g(replay_mu_);
-  return CatchUpLocked();
+  return CatchUpLocked(own);
 }
 
-Status VFile::CatchUpLocked() {
+Status VFile::CatchUpLocked(const OwnRecord* own) {
   MetaShared* sh = shared();
   for (int restarts = 0;; restarts++) {
     uint64_t a = applied_.load(std::memory_order_relaxed);
@@ -331,7 +355,8 @@ Status VFile::CatchUpLocked() {
     for (;;) {
       uint64_t e = persist::Load64(slot(s));
       if (e == 0 || EntryLap(e) != LapOf(s, hdr_.log_slots)) break;
-      MAPFS_RETURN_IF_ERROR(ApplyEntry(e, s, &size, &recycled));
+      const bool mine = own != nullptr && own->seq == s && EntryType(e) == kIndirect && EntryPhys(e) == own->phys;
+      MAPFS_RETURN_IF_ERROR(ApplyEntry(e, s, &size, &recycled, true, mine ? own->bytes : nullptr));
       if (recycled) break;
       s++;
       if (s - a > hdr_.log_slots) {
@@ -358,7 +383,8 @@ void VFile::SetDtable(uint64_t vblock, uint64_t entry) {
   if (TableTag(d.load(std::memory_order_relaxed)) < TableTag(entry)) d.store(entry, std::memory_order_release);
 }
 
-Status VFile::ApplyEntry(uint64_t e, uint64_t seq, uint64_t* size, bool* recycled, bool to_dtable) {
+Status VFile::ApplyEntry(uint64_t e, uint64_t seq, uint64_t* size, bool* recycled, bool to_dtable,
+                         const char* record, char* rec_out) {
   // The message is built only on damage: replay runs for every entry.
   auto bad = [&](const char* what) {
     return Status::Error(EUCLEAN, "virtual: log entry " + std::to_string(seq) + ": " + what);
@@ -376,8 +402,14 @@ Status VFile::ApplyEntry(uint64_t e, uint64_t seq, uint64_t* size, bool* recycle
   if (EntryType(e) != kIndirect || ((e >> 24) & 0xffffffff) != 0)
     return bad("bad entry type");
   if (!phys_ok(EntryPhys(e), 1)) return bad("record block outside the data region");
-  alignas(64) char rec[kBlockSize];
-  std::memcpy(rec, base_ + uint64_t{EntryPhys(e)} * kBlockSize, kBlockSize);
+  alignas(64) char own_rec[kBlockSize];
+  char* rec = rec_out != nullptr ? rec_out : own_rec;
+  // Its header, then as many runs as it says (at most kMaxRuns: a copy of
+  // a recycled block is refused below), not the whole block.
+  const char* src = record != nullptr ? record : base_ + uint64_t{EntryPhys(e)} * kBlockSize;
+  std::memcpy(rec, src, sizeof(RecordHeader));
+  const uint32_t nr = std::min<uint32_t>(reinterpret_cast<const RecordHeader*>(rec)->nruns, kMaxRuns);
+  std::memcpy(rec + sizeof(RecordHeader), src + sizeof(RecordHeader), nr * sizeof(Run));
   // The record is freed only after a checkpoint passes seq: if none did,
   // what was copied is the record (a seqlock-style check).
   LoadBarrier();
@@ -501,15 +533,25 @@ int KernelCopy(int in, uint64_t in_off, int out, uint64_t out_off, size_t n) {
 
 }  // namespace
 
-template <typename Data, typename Hole>
-Result<size_t> VFile::ByRuns(size_t n, uint64_t off, Data data, Hole hole) {
+// A run shorter than this many blocks goes into a scattered batch (ByRuns).
+// A long run is copied by the kernel without mapping anything here; short
+// ones cost a copy call each that way, where a batch costs one call for up
+// to kScatterBlocks blocks and a page fault per 16 pages of the map (fault-
+// around; the pages are in the page cache).
+constexpr size_t kShortRun = 16;
+constexpr size_t kScatterBlocks = 256;  // 1 MiB; as many iovecs at most (IOV_MAX is 1024)
+
+template <typename Data, typename Scattered, typename Hole>
+Result<size_t> VFile::ByRuns(size_t n, uint64_t off, Data data, Scattered scattered, Hole hole) {
   Pin pin(this);
   MAPFS_RETURN_IF_ERROR(CatchUp());
   uint64_t size = size_.load(std::memory_order_acquire);
   if (off >= size || n == 0) return size_t{0};
   n = static_cast<size_t>(std::min<uint64_t>(n, size - off));
   constexpr size_t kRunBlocks = 256;  // 1 MiB per copy
+  static_assert(kScatterBlocks <= kRunBlocks);
   uint64_t seen[kRunBlocks];
+  iovec iov[kScatterBlocks];
   bool retried = false;  // something may have been written where a hole now is
   size_t done = 0;
   while (done < n) {
@@ -530,7 +572,34 @@ Result<size_t> VFile::ByRuns(size_t n, uint64_t off, Data data, Hole hole) {
       seen[k] = *m;
       len += std::min<size_t>(n - done - len, kBlockSize);
     }
-    Status st = p0 != 0 ? data(uint64_t{p0} * kBlockSize + pos % kBlockSize, done, len) : hole(done, len, retried);
+    Status st;
+    if (p0 == 0) {
+      st = hole(done, len, retried);
+    } else if (k >= kShortRun) {
+      st = data(uint64_t{p0} * kBlockSize + pos % kBlockSize, done, len);
+    } else {
+      // Short runs: this one and the following ones up to a hole or
+      // kScatterBlocks blocks, as one scattered copy.
+      int cnt = 1;
+      iov[0] = {base_ + uint64_t{p0} * kBlockSize + pos % kBlockSize, len};
+      uint32_t prev = p0 + static_cast<uint32_t>(k) - 1;
+      for (; done + len < n && k < kScatterBlocks; k++) {
+        auto m = Lookup(vb + k);
+        if (!m.ok()) return m.status();
+        uint32_t p = TablePhys(*m);
+        if (p == 0) break;
+        seen[k] = *m;
+        size_t l = std::min<size_t>(n - done - len, kBlockSize);
+        if (p == prev + 1) {
+          iov[cnt - 1].iov_len += l;
+        } else {
+          iov[cnt++] = {base_ + uint64_t{p} * kBlockSize, l};
+        }
+        prev = p;
+        len += l;
+      }
+      st = scattered(iov, cnt, done);
+    }
     MAPFS_RETURN_IF_ERROR(st);
     // As Pread: the copy counts only if the mapping did not change under
     // it (another process's commit or GC); else the run is copied again.
@@ -554,6 +623,25 @@ Result<size_t> VFile::CopyOut(int out, uint64_t out_off, size_t n, uint64_t off)
         int e = KernelCopy(fd_, phys_off, out, out_off + at, len);
         return e == 0 ? Status::Ok() : Status::Error(e, "virtual: copying content out");
       },
+      [&](iovec* iov, int cnt, size_t at) {
+        // One pwritev from the map; a short count (a signal) goes on from
+        // where it stopped.
+        off_t to = static_cast<off_t>(out_off + at);
+        while (cnt > 0) {
+          ssize_t w = pwritev(out, iov, cnt, to);
+          if (w < 0 && errno == EINTR) continue;
+          if (w < 0) return Status::FromErrno("virtual: copying content out");
+          if (w == 0) return Status::Error(EIO, "virtual: copying content out wrote nothing");
+          to += w;
+          size_t left = static_cast<size_t>(w);
+          for (; cnt > 0 && left >= iov->iov_len; iov++, cnt--) left -= iov->iov_len;
+          if (cnt > 0) {
+            iov->iov_base = static_cast<char*>(iov->iov_base) + left;
+            iov->iov_len -= left;
+          }
+        }
+        return Status::Ok();
+      },
       [&](size_t at, size_t len, bool retried) {
         // A hole stays unwritten (the destination reads zeros there) unless
         // an earlier pass of the run wrote into it.
@@ -576,6 +664,14 @@ Result<size_t> VFile::PreadByKernel(void* buf, size_t n, uint64_t off) {
           if (r < 0) return Status::FromErrno("virtual: pread of content");
           if (r == 0) return Status::Error(EIO, "virtual: the file ends inside its blocks");
           d += static_cast<size_t>(r);
+        }
+        return Status::Ok();
+      },
+      [&](const iovec* iov, int cnt, size_t at) {
+        // Short runs: copied from the map, as Pread does, without a call.
+        for (int i = 0; i < cnt; i++) {
+          std::memcpy(dst + at, iov[i].iov_base, iov[i].iov_len);
+          at += iov[i].iov_len;
         }
         return Status::Ok();
       },

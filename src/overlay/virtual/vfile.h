@@ -24,6 +24,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -118,19 +119,38 @@ class VFile {
   // CopyOut and PreadByKernel: the content [off, off+n) run by run of
   // physically consecutive blocks (or holes), each run checked against the
   // table after its copy and copied again if it changed. data(phys_off,
-  // at, len) copies a run of blocks, hole(at, len, retried) a run of holes
-  // (`retried`: an earlier pass may have written there).
-  template <typename Data, typename Hole>
-  Result<size_t> ByRuns(size_t n, uint64_t off, Data data, Hole hole);
+  // at, len) copies a long run of blocks, hole(at, len, retried) a run of
+  // holes (`retried`: an earlier pass may have written there), and
+  // scattered(iov, cnt, at) the content from `at` on, consecutive, whose
+  // pieces are short runs read through this process's map of the file
+  // (iov: base_ + their offsets), up to kScatterBlocks blocks at a time:
+  // a file written by small appends is mostly runs of one block (each
+  // partial block is copied on write), and a copy per run cost a system
+  // call or two each (docs/OVERLAY.md, "Small appends").
+  template <typename Data, typename Scattered, typename Hole>
+  Result<size_t> ByRuns(size_t n, uint64_t off, Data data, Scattered scattered, Hole hole);
   Status Map(int fd, bool writable);
   pmem::MetaShared* shared() const { return reinterpret_cast<pmem::MetaShared*>(base_ + pmem::kSharedOffset); }
   uint64_t* slot(uint64_t seq) const { return log_ + (seq & (hdr_.log_slots - 1)); }
+  // A record block this thread has just committed (entry `seq`, block
+  // `phys`) and its bytes: its replay reads them here rather than through
+  // the map, where a block written by pwrite is not mapped yet (a page
+  // fault per small append).
+  struct OwnRecord {
+    uint64_t seq;
+    uint32_t phys;
+    const char* bytes;
+  };
   // Brings the DRAM table and size up to the first empty log slot.
-  Status CatchUp();
-  Status CatchUpLocked();
+  Status CatchUp(const OwnRecord* own = nullptr);
+  Status CatchUpLocked(const OwnRecord* own);
   // Validates entry `seq` and computes the size after it; with to_dtable,
   // also applies it to this process's table (the replay, under replay_mu_).
-  Status ApplyEntry(uint64_t e, uint64_t seq, uint64_t* size, bool* recycled, bool to_dtable = true);
+  // `record`: the bytes of its record block if the caller has them.
+  // `rec_out` (kBlockSize bytes, or null): receives the record's header and
+  // runs as validated (the GC applies them from there).
+  Status ApplyEntry(uint64_t e, uint64_t seq, uint64_t* size, bool* recycled, bool to_dtable = true,
+                    const char* record = nullptr, char* rec_out = nullptr);
   void SetDtable(uint64_t vblock, uint64_t entry);
   // The mapping (tagged table entry) of a virtual block now.
   Result<uint64_t> Lookup(uint64_t vblock) const;
@@ -217,11 +237,20 @@ class VFile {
       ::mapfs::medium::Write(dst, src, n);
   }
   void ZeroData(char* dst, size_t n) const;
-  // Writes whole fresh blocks [phys, phys + len/kBlockSize) from `src` by
-  // pwrite on the file's descriptor instead of stores through the map
-  // (pwrite_data_ only). Errors: the kernel's (ENOSPC, EIO...), nothing
-  // committed yet.
-  Status WriteBlocks(uint64_t phys, const char* src, size_t len) const;
+  // Bytes for fresh blocks, written by the kernel (WritePieces): `len`
+  // bytes from `src` at the start of block `phys` (whole blocks, except a
+  // record block's used part).
+  struct Piece {
+    uint64_t phys;
+    const char* src;
+    size_t len;
+  };
+  // Writes the pieces by pwritev on the file's descriptor instead of stores
+  // through the map (pwrite_data_ only), one call per group of pieces that
+  // follow each other in the file (sorted here by block; a piece shorter
+  // than its block ends its group). Errors: the kernel's (ENOSPC, EIO...),
+  // nothing committed yet.
+  Status WritePieces(Piece* p, size_t n) const;
   void FlushMeta(const void* p, size_t n) const {
     if (dax_) ::mapfs::medium::Flush(p, n);
   }
@@ -264,6 +293,30 @@ class VFile {
     for (uint64_t f = fresh_.load(std::memory_order_relaxed);
          f < end && !fresh_.compare_exchange_weak(f, end, std::memory_order_relaxed);) {
     }
+  }
+  // The partial last block of this process's last append by pwrite
+  // (vwrite.cc): its table entry (the commit's tag and the block) and its
+  // bytes. The next small append's first block is that one, and its old
+  // bytes come from here rather than through the map, where a block
+  // written by pwrite is not mapped yet (a page fault per append). A table
+  // entry names one commit's copy of a block, whose bytes never change
+  // while it is mapped (copy-on-write), so an equal entry means equal bytes.
+  std::mutex edge_mu_;
+  uint64_t edge_entry_ = 0;              // 0: none
+  std::unique_ptr<char[]> edge_bytes_;  // kBlockSize, at the first append by pwrite
+  // Bytes [from, to) of the block whose table entry is `entry` into dst,
+  // if it is the remembered one.
+  bool EdgeBytes(uint64_t entry, char* dst, size_t from, size_t to) {
+    std::lock_guard<std::mutex> g(edge_mu_);
+    if (entry != edge_entry_ || edge_bytes_ == nullptr) return false;
+    std::memcpy(dst, edge_bytes_.get() + from, to - from);
+    return true;
+  }
+  void RememberEdge(uint64_t entry, const char* block) {
+    std::lock_guard<std::mutex> g(edge_mu_);
+    if (edge_bytes_ == nullptr) edge_bytes_.reset(new char[pmem::kBlockSize]);
+    std::memcpy(edge_bytes_.get(), block, pmem::kBlockSize);
+    edge_entry_ = entry;
   }
   char* base_ = nullptr;
   size_t map_len_ = 0;

@@ -280,15 +280,15 @@ Status VFile::GcLocked() {
     if (e == 0 || EntryLap(e) != LapOf(s, hdr_.log_slots)) break;
     bool recycled = false;
     uint64_t check_size = size;
-    // Validates the entry (and its record) as a replay does.
-    MAPFS_RETURN_IF_ERROR(ApplyEntry(e, s, &check_size, &recycled, /*to_dtable=*/false));
+    // Validates the entry (and its record) as a replay does, copying the
+    // record into rec (under the GC lock no checkpoint can free it).
+    MAPFS_RETURN_IF_ERROR(ApplyEntry(e, s, &check_size, &recycled, /*to_dtable=*/false, nullptr, rec));
     if (recycled) return Status::Error(EUCLEAN, "virtual: checkpoint moved under the GC lock");
     size = check_size;
     if (EntryType(e) == kInline) {
       apply(s, EntryVblock(e), EntryPhys(e), EntryBlocks(e));
       continue;
     }
-    std::memcpy(rec, base_ + uint64_t{EntryPhys(e)} * kBlockSize, kBlockSize);
     const RecordHeader* rh = reinterpret_cast<const RecordHeader*>(rec);
     const Run* runs = reinterpret_cast<const Run*>(rec + sizeof(RecordHeader));
     for (uint32_t i = 0; i < rh->nruns; i++) apply(s, runs[i].vblock, runs[i].phys, runs[i].nblocks);

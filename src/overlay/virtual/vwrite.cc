@@ -2,10 +2,11 @@
 //
 // A write of blocks [b0, b1]:
 //  1. allocates b1-b0+1 fresh blocks (bitmap, lock-free);
-//  2. copies the caller's bytes there (on tmpfs whole fresh blocks by
-//     pwrite, the rest through the map: vfile.h, pwrite_data_), and for a
-//     partial first/last block the old bytes around them (read-modify-write)
-//     from the block mapped now, remembering that mapping;
+//  2. copies the caller's bytes there, and for a partial first/last block
+//     the old bytes around them (read-modify-write) from the block mapped
+//     now, remembering that mapping: through the map, or on tmpfs, for
+//     fresh blocks past the end, composed in buffers and written by
+//     pwritev with the whole blocks and the record (vfile.h, pwrite_data_);
 //  3. if the write needs more than one inline entry can say (several
 //     physical runs, or an end inside a block, which sets the size exactly),
 //     writes a record block;
@@ -136,42 +137,54 @@ Result<size_t> VFile::WriteOnce(const char* buf, size_t n, uint64_t off, const u
     for (uint32_t r = 0; r < a.nruns; r++) Free(a.phys[r], a.len[r]);
     if (rec != 0) Free(rec, 1);
   };
-  if (rec != 0) Touch(rec);
   // The caller's bytes: block i of the write through the map.
   auto copy_in = [&](uint32_t i) {
     uint64_t blk = (b0 + i) * kBlockSize;
     uint64_t from = std::max(off, blk), to = std::min(off + n, blk + kBlockSize);
     CopyData(base_ + uint64_t{a.At(i)} * kBlockSize + (from - blk), buf + (from - off), to - from);
   };
-  // Whole blocks of a run of fresh blocks by pwrite, one call per run,
-  // without mapping them here (vfile.h, pwrite_data_); the rest, and a
-  // partial first or last block (the read-modify-write below copies into
-  // it through the map), through the map.
+  // Content past the end goes into fresh blocks by the kernel's pwrite,
+  // without mapping them here (vfile.h, pwrite_data_): whole blocks from
+  // the caller's buffer, a partial first or last block composed here (the
+  // old bytes around the new ones, from the block mapped now), the record
+  // block from `rb`; one pwritev per group of blocks that follow each
+  // other in the file (a small append: its block and its record, mostly).
+  // Through the map, a fresh block would first be populated (a zeroing and
+  // a page-table entry: MADV_POPULATE_WRITE, ~8 us a call in LevelDB's
+  // small appends, docs/OVERLAY.md "Small appends").
   // Only for content past the end (appends): a rewrite's fresh blocks go
   // through the map, its chunk populated at once as before. Random 4 KiB
   // overwrites of a growing file, one pwrite per fresh block, cost 2.2-2.5
   // us a write in the run that grew the file against 0.8-0.9 (the loop of
   // mapfs-virtual-bench --engines).
   const uint64_t fresh = pwrite_data_ && extends ? fresh_.load(std::memory_order_relaxed) : ~uint64_t{0};
+  // Pieces for WritePieces: one per fresh run, the record and the two
+  // edges; written early if the runs are many (kMaxRuns at most).
+  constexpr size_t kPieces = 16;
+  Piece pieces[kPieces];
+  size_t npieces = 0;
+  bool head_composed = false, tail_composed = false;
+  uint64_t fresh_end = 0;  // past the last fresh block written by pwrite
   uint32_t lo = 0;
   for (uint32_t r = 0; r < a.nruns; r++) {
     const uint32_t hi = lo + a.len[r];  // blocks [lo, hi) of the write are run r
     const uint32_t wlo = lo + (lo == 0 && head_partial ? 1 : 0);
     const uint32_t whi = hi - (hi == nb && tail_partial ? 1 : 0);
-    if (a.phys[r] >= fresh && wlo < whi) {
-      Status st = WriteBlocks(uint64_t{a.phys[r]} + (wlo - lo), buf + ((b0 + wlo) * kBlockSize - off),
-                              size_t{whi - wlo} * kBlockSize);
-      if (!st.ok()) {
-        release();
-        return st;
+    if (a.phys[r] >= fresh) {
+      if (npieces == kPieces - 3) {
+        Status st = WritePieces(pieces, npieces);
+        npieces = 0;
+        if (!st.ok()) {
+          release();
+          return st;
+        }
       }
-      RaiseFresh(uint64_t{a.phys[r]} + a.len[r]);
-      // A partial first or last block through the map, without Touch:
-      // Touch would populate its chunk up to fresh_, i.e. the blocks just
-      // written by pwrite and other threads' fresh ones; the store faults
-      // in its own page alone.
-      if (wlo > lo) copy_in(lo);
-      if (whi < hi) copy_in(hi - 1);
+      if (wlo < whi)
+        pieces[npieces++] = Piece{uint64_t{a.phys[r]} + (wlo - lo), buf + ((b0 + wlo) * kBlockSize - off),
+                                  size_t{whi - wlo} * kBlockSize};
+      if (wlo > lo) head_composed = true;
+      if (whi < hi) tail_composed = true;
+      fresh_end = std::max<uint64_t>(fresh_end, uint64_t{a.phys[r]} + a.len[r]);
     } else {
       // A rewrite populates the rest of its chunk ahead (Touch stops at
       // fresh_), as every write did before pwrite_data_.
@@ -183,9 +196,12 @@ Result<size_t> VFile::WriteOnce(const char* buf, size_t n, uint64_t off, const u
     }
     lo = hi;
   }
+  const bool rec_composed = rec != 0 && rec >= fresh;
+  // A whole block: what is not header and runs is written too (zeros, not
+  // this stack's old bytes) when it goes by pwrite in a group.
+  alignas(64) char rb[kBlockSize];
   if (!inline_entry) {
-    alignas(64) char rb[kBlockSize];
-    std::memset(rb, 0, sizeof(RecordHeader) + a.nruns * sizeof(Run));
+    std::memset(rb, 0, rec_composed ? kBlockSize : sizeof(RecordHeader) + a.nruns * sizeof(Run));
     RecordHeader* rh = reinterpret_cast<RecordHeader*>(rb);
     rh->magic = kRecordMagic;
     rh->nruns = a.nruns;
@@ -199,29 +215,75 @@ Result<size_t> VFile::WriteOnce(const char* buf, size_t n, uint64_t off, const u
     }
     size_t len = sizeof(RecordHeader) + a.nruns * sizeof(Run);
     rh->crc = Crc32c(rb, len);
-    CopyData(base_ + uint64_t{rec} * kBlockSize, rb, len);
+    if (rec_composed) {
+      pieces[npieces++] = Piece{rec, rb, kBlockSize};
+      fresh_end = std::max<uint64_t>(fresh_end, uint64_t{rec} + 1);
+    } else {
+      Touch(rec);
+      CopyData(base_ + uint64_t{rec} * kBlockSize, rb, len);
+    }
   }
+  // The partial first and last blocks, composed (head_composed and
+  // tail_composed); one buffer when they are the same block.
+  alignas(64) char edge[2][kBlockSize];
   uint64_t entry = inline_entry ? MakeInline(0, static_cast<uint32_t>(b0), a.phys[0], nb) : MakeIndirect(0, rec);
   for (;;) {
     // Old bytes around a partial first/last block, from the block mapped
     // now; the commit checks it is still the one mapped.
     MAPFS_RETURN_IF_ERROR(CatchUp());
     uint64_t head_v = 0, tail_v = 0;
-    auto copy_old = [&](uint64_t vb, uint32_t phys, size_t from, size_t to, uint64_t* mv) -> Status {
+    // Bytes [from, to) of virtual block vb as mapped now into dst.
+    auto old_bytes = [&](uint64_t vb, char* dst, size_t from, size_t to, uint64_t* mv, bool composed) -> Status {
       auto m = Lookup(vb);
       if (!m.ok()) return m.status();
       *mv = *m;
-      char* dst = base_ + uint64_t{phys} * kBlockSize + from;
       if (TablePhys(*m) == 0) {
-        ZeroData(dst, to - from);
+        if (composed) {
+          std::memset(dst, 0, to - from);
+        } else {
+          ZeroData(dst, to - from);
+        }
+      } else if (composed) {
+        if (!EdgeBytes(*m, dst, from, to))
+          std::memcpy(dst, base_ + uint64_t{TablePhys(*m)} * kBlockSize + from, to - from);
       } else {
         CopyData(dst, base_ + uint64_t{TablePhys(*m)} * kBlockSize + from, to - from);
       }
       return Status::Ok();
     };
+    // A composed edge block: old bytes, then the caller's over them.
+    auto new_bytes = [&](uint64_t vb, char* blk) {
+      uint64_t at = vb * kBlockSize;
+      uint64_t from = std::max(off, at), to = std::min(off + n, at + kBlockSize);
+      std::memcpy(blk + (from - at), buf + (from - off), to - from);
+    };
     Status st;
-    if (head_partial) st = copy_old(b0, a.At(0), 0, head_len, &head_v);
-    if (st.ok() && tail_partial) st = copy_old(b1, a.At(nb - 1), tail_off, kBlockSize, &tail_v);
+    char* const tail_blk = nb == 1 ? edge[0] : edge[1];
+    if (head_partial) {
+      char* dst = head_composed ? edge[0] : base_ + uint64_t{a.At(0)} * kBlockSize;
+      st = old_bytes(b0, dst, 0, head_len, &head_v, head_composed);
+    }
+    if (st.ok() && tail_partial) {
+      char* dst = tail_composed ? tail_blk + tail_off : base_ + uint64_t{a.At(nb - 1)} * kBlockSize + tail_off;
+      st = old_bytes(b1, dst, tail_off, kBlockSize, &tail_v, tail_composed);
+    }
+    if (st.ok() && (head_composed || tail_composed)) {
+      size_t np = npieces;
+      if (head_composed) {
+        new_bytes(b0, edge[0]);
+        pieces[np++] = Piece{a.At(0), edge[0], kBlockSize};
+      }
+      if (tail_composed && !(nb == 1 && head_composed)) {
+        new_bytes(b1, tail_blk);
+        pieces[np++] = Piece{a.At(nb - 1), tail_blk, kBlockSize};
+      }
+      st = WritePieces(pieces, np);
+      npieces = 0;  // whole blocks and the record are written: a retry rewrites the edges only
+    } else if (st.ok() && npieces > 0) {
+      st = WritePieces(pieces, npieces);
+      npieces = 0;
+    }
+    if (st.ok() && fresh_end != 0) RaiseFresh(fresh_end);
     if (st.ok()) st = Durable(true);
     uint64_t seq = 0;
     bool retry_copy = false;
@@ -233,9 +295,13 @@ Result<size_t> VFile::WriteOnce(const char* buf, size_t n, uint64_t off, const u
       return st;
     }
     if (retry_copy) continue;
+    if (tail_composed) RememberEdge(MakeTableEntry(seq, a.At(nb - 1)), tail_blk);
     // Read-your-writes in this process, then a checkpoint if half the ring
-    // is waiting (without waiting for another process's).
-    MAPFS_RETURN_IF_ERROR(CatchUp());
+    // is waiting (without waiting for another process's). A record written
+    // by pwrite is still in rb (all of its block): its replay here need not
+    // map the block.
+    const OwnRecord own{seq, rec, rb};
+    MAPFS_RETURN_IF_ERROR(CatchUp(rec_composed ? &own : nullptr));
     if (seq + 1 - persist::Load64(&shared()->ckpt_seq) >= hdr_.log_slots / 2) MAPFS_RETURN_IF_ERROR(Gc(false));
     return n;
   }
