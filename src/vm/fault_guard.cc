@@ -22,9 +22,21 @@ struct Guard {
   uint32_t pkru;
 };
 
+// Whether this CPU and kernel have protection keys (-1: not asked yet;
+// cpuid traps to the hypervisor in a VM, so it is asked once). With keys,
+// the kernel enters a handler with its default PKRU whoever set them (mapfs
+// or the program itself), and siglongjmp skips the sigreturn that would
+// put the interrupted code's value back.
+std::atomic<int> cpu_keys{-1};
+
 // Out of line: nothing of it lives in GuardedCopy's frame across sigsetjmp.
 __attribute__((noinline)) void SaveRights(Guard* g) {
-  g->keys = medium::protection::detail::key_bits.load(std::memory_order_relaxed) != 0;
+  int k = cpu_keys.load(std::memory_order_relaxed);
+  if (k < 0) {
+    k = medium::protection::CpuHasPkeys() ? 1 : 0;
+    cpu_keys.store(k, std::memory_order_relaxed);
+  }
+  g->keys = k != 0;
   g->pkru = g->keys ? medium::protection::detail::Rdpkru() : 0;
 }
 
@@ -50,7 +62,8 @@ bool GuardedCopy(void* dst, const void* src, size_t n, CopyFn fn) {
   g.lo[1] = reinterpret_cast<uintptr_t>(src);
   g.len = n;
   // The handler runs with the kernel's initial PKRU, and siglongjmp does
-  // not restore it: the rights in force here are put back after a jump.
+  // not restore it: the rights in force here (mapfs's key, and any key of
+  // the program's own) are put back after a jump.
   SaveRights(&g);
   // savemask 0: no system call per copy. The mask the handler ran with
   // (SIGBUS blocked) is replaced after a jump by the interrupted code's.

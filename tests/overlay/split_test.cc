@@ -403,6 +403,43 @@ TEST_P(SplitTest, AFileShrunkByAnotherProcessWhileOpenIsReadAndWrittenAsTheKerne
   EXPECT_EQ(k[8001], 'z');
 }
 
+// The last page of a file open here, resized by another process through
+// the kernel: a shrink inside that page raises no fault (the page still
+// exists), so a call that reaches the page asks the kernel for the size.
+// Reads then stop at the new end, and growth by the other process is read,
+// as the kernel's own read would.
+TEST_P(SplitTest, AFileResizedByAnotherProcessIsSeenAtItsLastPage) {
+  const size_t size = (3 << 20) - 1000;
+  std::vector<char> want = Pattern(size, 23);
+  {
+    int fd = open(Path("e").c_str(), O_RDWR | O_CREAT, 0644);
+    ASSERT_EQ(write(fd, want.data(), want.size()), static_cast<ssize_t>(want.size()));
+    close(fd);
+  }
+  auto f = Open("e", O_RDWR);
+  ASSERT_TRUE(f);
+  std::vector<char> got(8192);
+  ASSERT_EQ(*f->Pread(got.data(), 4096, size - 4096), 4096u);  // the last page mapped
+  ASSERT_EQ(truncate(Path("e").c_str(), static_cast<off_t>(size - 2000)), 0);  // inside that page
+  auto r = f->Pread(got.data(), 8192, size - 4096);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, 2096u);
+  EXPECT_EQ(std::memcmp(got.data(), want.data() + size - 4096, 2096), 0);
+  EXPECT_EQ(*f->Size(), size - 2000);
+  // Grown by the other process: its bytes are read.
+  auto more = Pattern(5000, 24);
+  {
+    int fd = open(Path("e").c_str(), O_WRONLY | O_APPEND);
+    ASSERT_EQ(write(fd, more.data(), more.size()), static_cast<ssize_t>(more.size()));
+    close(fd);
+  }
+  r = f->Pread(got.data(), 8192, size - 2000);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, 5000u);
+  EXPECT_EQ(std::memcmp(got.data(), more.data(), 5000), 0);
+  ASSERT_TRUE(f->Close().ok());
+}
+
 bool MapsDeleted(const std::string& path) {
   std::ifstream maps("/proc/self/maps");
   for (std::string line; std::getline(maps, line);)

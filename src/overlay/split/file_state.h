@@ -87,6 +87,8 @@ class SplitFile final : public OverlayFile {
   // some prefix copied. Shrunk() then learns the kernel's size.
   Status MapCopy(char* dst, const char* src, uint64_t off, size_t n, bool write, bool* shrunk);
   Status Shrunk();
+  Status CheckEnd(uint64_t end);
+  Result<uint64_t> KernelSize();
   Status Commit();
   // Moves staged bytes into the target. durable: logged and synced first
   // (fsync, sync/strict modes), else just relinked (posix close, map, truncate).

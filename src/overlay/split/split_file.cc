@@ -119,6 +119,15 @@ Status SplitFile::MapCopy(char* dst, const char* src, uint64_t off, size_t n, bo
   return Status::Ok();
 }
 
+// The file's size as the kernel has it now (another process may change it
+// through the kernel at any time).
+Result<uint64_t> SplitFile::KernelSize() {
+  FileState& st = *st_;
+  struct stat sb {};
+  if (fstat(st.rfd >= 0 ? st.rfd : st.wfd, &sb) != 0) return Status::FromErrno("overlay: fstat");
+  return static_cast<uint64_t>(sb.st_size);
+}
+
 // The file ends before ksize: it was shrunk through the kernel by another
 // process while open here (st.mu held). Takes the kernel's size, drops the
 // region maps wholly past it, and moves what is staged to where it belongs
@@ -126,20 +135,38 @@ Status SplitFile::MapCopy(char* dst, const char* src, uint64_t off, size_t n, bo
 // offset would leave), so that the call can go again on a consistent state.
 Status SplitFile::Shrunk() {
   FileState& st = *st_;
-  struct stat sb {};
-  if (fstat(st.rfd >= 0 ? st.rfd : st.wfd, &sb) != 0) return Status::FromErrno("overlay: fstat");
-  auto size = static_cast<uint64_t>(sb.st_size);
-  if (size < st.ksize) {
-    st.ksize = size;
-    UnmapRegionsFrom(st, size);
+  auto size = KernelSize();
+  if (!size.ok()) return size.status();
+  if (*size < st.ksize) {
+    st.ksize = *size;
+    UnmapRegionsFrom(st, *size);
   }
   return RelinkLocked(engine_->mode() != Mode::kPosix);
+}
+
+// A copy through the maps learns of a shrink only at a page wholly past the
+// new end (SIGBUS, MapCopy). In the file's last page it would read the
+// zeros a map shows past the end as bytes of the file, or store bytes the
+// kernel then drops while the call reports them written. So a call that
+// reaches into the last page of the size this process believes in asks the
+// kernel first (one fstat, only there): a shrink is taken as Shrunk takes
+// it, and growth (nothing staged) is adopted, as the kernel's own read and
+// write would see it (st.mu held).
+Status SplitFile::CheckEnd(uint64_t end) {
+  FileState& st = *st_;
+  if (end <= (st.ksize & ~uint64_t{4095})) return Status::Ok();
+  auto size = KernelSize();
+  if (!size.ok()) return size.status();
+  if (*size < st.ksize) return Shrunk();
+  if (*size > st.ksize && !st.Staged()) st.ksize = *size;
+  return Status::Ok();
 }
 
 Result<size_t> SplitFile::Pread(void* buf, size_t n, uint64_t off) {
   if (!readable()) return Status::Error(EBADF, "overlay: not open for reading");
   FileState& st = *st_;
   std::lock_guard<std::mutex> g(st.mu);
+  if (n > 0 && off < UINT64_MAX - n) MAPFS_RETURN_IF_ERROR(CheckEnd(off + n));
   for (int tries = 0;; tries++) {
     uint64_t size = st.Size();
     if (off >= size || n == 0) return size_t{0};
@@ -269,6 +296,7 @@ Result<size_t> SplitFile::WriteLocked(const char* buf, size_t n, uint64_t off) {
   FileState& st = *st_;
   if (n == 0) return size_t{0};
   const size_t total = n;
+  if (off < st.ksize) MAPFS_RETURN_IF_ERROR(CheckEnd(off + n));
   uint64_t end = off + n;
   if (off < st.ksize && engine_->mode() == Mode::kStrict) {
     if (st.Staged() || end > st.ksize) MAPFS_RETURN_IF_ERROR(RelinkLocked(true));
