@@ -7,7 +7,7 @@
 #   scripts/ycsb_ab.sh BEFORE_BUILD AFTER_BUILD [ROUNDS] [RECORDS] [PHASES...]
 # e.g. scripts/ycsb_ab.sh /tmp/base/build build 3 200000 load-a run-a run-f
 # MAPFS_AB_ENGINE=virtual|split: instead of a pool, run the shims as
-# `mapfs run --overlay DIR --engine E --mode posix` on a fresh directory of
+# `mapfs run --overlay DIR --engine E --mode posix` (or MAPFS_AB_MODE) on a fresh directory of
 # the same file system as the kernel's run (docs/OVERLAY.md).
 set -euo pipefail
 before=$1 after=$2 rounds=${3:-3} records=${4:-200000}
@@ -24,7 +24,7 @@ for r in $(seq 1 "$rounds"); do
       *) if [ -n "${MAPFS_AB_ENGINE:-}" ]; then
            b=$before; [ "$w" = after ] && b=$after
            rm -rf "$dir"; mkdir -p "$dir"
-           out=$("$b/bin/mapfs" run --overlay "$dir" --engine "$MAPFS_AB_ENGINE" --mode posix -- "$driver" "$dir/db" "$records" "$records" $phases)
+           out=$("$b/bin/mapfs" run --overlay "$dir" --engine "$MAPFS_AB_ENGINE" --mode "${MAPFS_AB_MODE:-posix}" -- "$driver" "$dir/db" "$records" "$records" $phases)
            echo "$out" | awk -v w="$w" -v r="$r" -v l="$load" '{printf "%d %-6s %-7s wall %8.2f cpu %8.2f us/op  load %s\n", r, w, $1, $3/$2/1000, $4/$2/1000, l}'
            continue
          fi

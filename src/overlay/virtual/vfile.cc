@@ -625,10 +625,11 @@ Result<size_t> VFile::CopyOut(int out, uint64_t out_off, size_t n, uint64_t off)
       },
       [&](iovec* iov, int cnt, size_t at) {
         // One pwritev from the map; a short count (a signal) goes on from
-        // where it stopped.
+        // where it stopped. The kernel's, not the shim's wrapper: the memfd
+        // is the engine's own (as in WritePieces).
         off_t to = static_cast<off_t>(out_off + at);
         while (cnt > 0) {
-          ssize_t w = pwritev(out, iov, cnt, to);
+          long w = RawSyscall(SYS_pwritev, out, reinterpret_cast<long>(iov), static_cast<long>(cnt), static_cast<long>(to), 0);
           if (w < 0 && errno == EINTR) continue;
           if (w < 0) return Status::FromErrno("virtual: copying content out");
           if (w == 0) return Status::Error(EIO, "virtual: copying content out wrote nothing");

@@ -27,6 +27,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
@@ -238,8 +239,8 @@ class VFile {
   }
   void ZeroData(char* dst, size_t n) const;
   // Bytes for fresh blocks, written by the kernel (WritePieces): `len`
-  // bytes from `src` at the start of block `phys` (whole blocks, except a
-  // record block's used part).
+  // bytes from `src` at the start of block `phys` (whole blocks, the
+  // record's included).
   struct Piece {
     uint64_t phys;
     const char* src;
@@ -247,8 +248,8 @@ class VFile {
   };
   // Writes the pieces by pwritev on the file's descriptor instead of stores
   // through the map (pwrite_data_ only), one call per group of pieces that
-  // follow each other in the file (sorted here by block; a piece shorter
-  // than its block ends its group). Errors: the kernel's (ENOSPC, EIO...),
+  // follow each other in the file (sorted here by block). Errors: the
+  // kernel's (ENOSPC, EIO...),
   // nothing committed yet.
   Status WritePieces(Piece* p, size_t n) const;
   void FlushMeta(const void* p, size_t n) const {
@@ -301,20 +302,25 @@ class VFile {
   // written by pwrite is not mapped yet (a page fault per append). A table
   // entry names one commit's copy of a block, whose bytes never change
   // while it is mapped (copy-on-write), so an equal entry means equal bytes.
+  // Only tried, never waited for: a fork while another thread holds it
+  // leaves it held in the child, where the cache is then skipped (a miss
+  // costs a read through the map), never a hang.
   std::mutex edge_mu_;
   uint64_t edge_entry_ = 0;              // 0: none
   std::unique_ptr<char[]> edge_bytes_;  // kBlockSize, at the first append by pwrite
   // Bytes [from, to) of the block whose table entry is `entry` into dst,
   // if it is the remembered one.
   bool EdgeBytes(uint64_t entry, char* dst, size_t from, size_t to) {
-    std::lock_guard<std::mutex> g(edge_mu_);
-    if (entry != edge_entry_ || edge_bytes_ == nullptr) return false;
+    std::unique_lock<std::mutex> g(edge_mu_, std::try_to_lock);
+    if (!g.owns_lock() || entry != edge_entry_ || edge_bytes_ == nullptr) return false;
     std::memcpy(dst, edge_bytes_.get() + from, to - from);
     return true;
   }
   void RememberEdge(uint64_t entry, const char* block) {
-    std::lock_guard<std::mutex> g(edge_mu_);
-    if (edge_bytes_ == nullptr) edge_bytes_.reset(new char[pmem::kBlockSize]);
+    std::unique_lock<std::mutex> g(edge_mu_, std::try_to_lock);
+    if (!g.owns_lock()) return;
+    if (edge_bytes_ == nullptr) edge_bytes_.reset(new (std::nothrow) char[pmem::kBlockSize]);
+    if (edge_bytes_ == nullptr) return;
     std::memcpy(edge_bytes_.get(), block, pmem::kBlockSize);
     edge_entry_ = entry;
   }
