@@ -900,6 +900,21 @@ TEST_F(VirtualView, AFailedReloadWritesNoOldBytesBack) {
   ASSERT_EQ(::munmap(p, 8192), 0);
 }
 
+// A fork child does not have the parent's other threads: their writes in
+// flight at the fork never end there and must not keep every write of the
+// child from being alone (each would then read the file back).
+TEST_F(VirtualView, AForkChildForgetsTheParentsWritesInFlight) {
+  ViewList list;
+  (void)list.Begin();  // another thread's write, in flight at the fork
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) _exit(list.Begin().alone ? 0 : 1);
+  int st = 0;
+  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "the child's write is not alone";
+  EXPECT_FALSE(list.Begin().alone);  // in the parent the other write is still in flight
+}
+
 // Three threads writing the same bytes (and one of them truncating): their
 // commits are ordered, and the maps must end with the last one, as the
 // file does — not with whichever thread updated the maps last. Each round

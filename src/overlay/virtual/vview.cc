@@ -1,6 +1,7 @@
 // Copy-on-map views of virtualized files (vview.h).
 #include "overlay/virtual/vview.h"
 
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -271,7 +272,37 @@ Status ViewList::WriteBack(uint64_t lo, uint64_t hi) {
   return first;
 }
 
+ViewList::ViewList() : child_epoch_(0) {
+  CountForks();  // before the first Begin: a fork after it moves ChildEpoch in the child
+  child_epoch_.store(ChildEpoch(), std::memory_order_relaxed);
+}
+
+void ViewList::ForgetParentWriters() {
+  // In a fork child, the first thread to get here clears the count in
+  // flight (the parent's threads') while the others wait: none of this
+  // process can have begun, since each Begin comes here first until the
+  // epoch is stored. A kClearing of an older epoch was left by a thread
+  // that is not in this process (a fork while it cleared): taken over.
+  const uint64_t now = ChildEpoch();
+  for (;;) {
+    uint64_t seen = child_epoch_.load(std::memory_order_acquire);
+    if (seen == now) return;
+    if (seen == (now | kClearing)) {
+      sched_yield();
+      continue;
+    }
+    if (child_epoch_.compare_exchange_weak(seen, now | kClearing, std::memory_order_acq_rel)) {
+      uint64_t w = writers_.load(std::memory_order_acquire);
+      writers_.store(w - w % kBegun, std::memory_order_relaxed);  // the begun count stays
+      child_epoch_.store(now, std::memory_order_release);
+      return;
+    }
+  }
+}
+
 ViewList::Ticket ViewList::Begin() {
+  // (Two loads: the epoch moves only in a fork child.)
+  if (child_epoch_.load(std::memory_order_acquire) != ChildEpoch()) ForgetParentWriters();
   uint64_t old = writers_.fetch_add(kBegun + 1, std::memory_order_acq_rel);
   return Ticket{old / kBegun + 1, old % kBegun == 0};
 }

@@ -141,6 +141,7 @@ struct View {
 // writes (a view is a snapshot for them, vview.h's header).
 class ViewList {
  public:
+  ViewList();  // installs the fork handlers (CountForks: Begin after a fork)
   bool empty() const { return n_.load(std::memory_order_acquire) == 0; }
   size_t size() const { return n_.load(std::memory_order_acquire); }
   // Stores through views that fall in the content range [lo, hi) reach the
@@ -193,6 +194,13 @@ class ViewList {
   static constexpr uint64_t kBegun = uint64_t{1} << 24;
   std::atomic<uint64_t> writers_{0};
   void End() { writers_.fetch_sub(1, std::memory_order_release); }
+  // A fork child inherits the count in flight of the parent's other
+  // threads, which never end there: it would never be alone again (every
+  // write read back). ChildEpoch() when the count was last cleared of
+  // them; kClearing with it while a thread clears it (ForgetParentWriters).
+  static constexpr uint64_t kClearing = uint64_t{1} << 63;
+  std::atomic<uint64_t> child_epoch_;
+  void ForgetParentWriters();
   // Whether a writer that got `t` still has no rival (under mu_).
   bool AloneLocked(Ticket t) const {
     return t.alone && writers_.load(std::memory_order_acquire) / kBegun == t.begun;
