@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -817,6 +818,101 @@ TEST_F(VirtualView, AFailedWriteLeavesTheMapsAsTheFile) {
     ASSERT_TRUE(engine_->UnmapViews(p, 4096).ok());
     ASSERT_EQ(::munmap(p, 4096), 0);
   }
+}
+
+// The kernel leaves a map's stores alone when a write fails: a failed
+// write or append (EFBIG, refused before anything is committed) must not
+// reload the bytes the application stored into and has not written back.
+// A map that is tracked and one compared whole.
+TEST_F(VirtualView, AFailedWriteKeepsTheStoresInTheMaps) {
+  auto rw = Open("fs", O_RDWR | O_CREAT);
+  ASSERT_TRUE(rw);
+  const std::string init(8192, 'a');
+  const std::string fail(4096, 'F');
+  for (const char* track_from : {"0", "100"}) {
+    setenv("MAPFS_OVERLAY_TRACK_FROM", track_from, 1);
+    ASSERT_TRUE(rw->Pwrite(init.data(), init.size(), 0).ok());
+    auto m = rw->Map(nullptr, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, 0);
+    ASSERT_TRUE(m.ok());
+    char* p = static_cast<char*>(*m);
+    p[10] = 'S';
+    p[5000] = 'T';
+    EXPECT_EQ(rw->Pwrite(fail.data(), uint64_t{1} << 40, 0).status().code(), EFBIG);
+    EXPECT_EQ(p[10], 'S') << track_from;
+    EXPECT_EQ(rw->Append(fail.data(), size_t{1} << 40).status().code(), EFBIG);
+    EXPECT_EQ(p[10], 'S') << track_from;
+    EXPECT_EQ(p[5000], 'T') << track_from;
+    ASSERT_TRUE(engine_->SyncViews(p, 8192).ok());
+    EXPECT_EQ(Read(*rw, 10, 1), "S") << track_from;
+    EXPECT_EQ(Read(*rw, 5000, 1), "T") << track_from;
+    EXPECT_EQ(Read(*rw, 11, 4), "aaaa") << track_from;
+    ASSERT_TRUE(engine_->UnmapViews(p, 8192).ok());
+    ASSERT_EQ(::munmap(p, 8192), 0);
+  }
+  setenv("MAPFS_OVERLAY_TRACK_FROM", "0", 1);
+}
+
+// The reads of a reload (SetReloadReadForTest): the first returns
+// one page, the next ones fail (a medium failing part-way).
+std::atomic<int> reload_reads{0};
+Result<size_t> PageThenFail(VFile& f, void* buf, size_t n, uint64_t off) {
+  if (reload_reads++ > 0) return Status::Error(EIO, "test: the medium fails");
+  return f.Pread(buf, std::min<size_t>(n, 4096), off);
+}
+
+// A reload whose read of the file fails part-way must leave alias and twin
+// alike: a twin holding part of the file's newer content while the alias
+// keeps the older would have the next write-back write the older bytes
+// over the file. Here another process changed the file (this map is a
+// snapshot for it), then a failed write's reload fails after one page.
+TEST_F(VirtualView, AFailedReloadWritesNoOldBytesBack) {
+  auto rw = Open("fr", O_RDWR | O_CREAT);
+  ASSERT_TRUE(rw);
+  const std::string init(8192, 'a');
+  ASSERT_TRUE(rw->Pwrite(init.data(), init.size(), 0).ok());
+  auto m = rw->Map(nullptr, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, 0);
+  ASSERT_TRUE(m.ok());
+  char* p = static_cast<char*>(*m);
+  {
+    auto other = NewVirtualEngine(Options{dir_.path(), EngineKind::kVirtual, Mode::kPosix});
+    ASSERT_TRUE(other.ok());
+    int fd = ::open(dir_.File("fr").c_str(), O_RDWR | O_CLOEXEC);
+    auto g = (*other)->Adopt(fd, O_RDWR);
+    ASSERT_TRUE(g.ok());
+    const std::string b(8192, 'b');
+    ASSERT_TRUE((*g)->Pwrite(b.data(), b.size(), 0).ok());
+    ASSERT_TRUE((*g)->Close().ok());
+  }
+  p[100] = 'S';  // its page is written back (compared with the twin)
+  reload_reads = 0;
+  SetReloadReadForTest(&PageThenFail);
+  const std::string fail(4096, 'F');
+  EXPECT_EQ(rw->Pwrite(fail.data(), uint64_t{1} << 40, 0).status().code(), EFBIG);
+  SetReloadReadForTest(nullptr);
+  EXPECT_GE(reload_reads.load(), 2);  // the reload read, and failed
+  ASSERT_TRUE(engine_->SyncViews(p, 8192).ok());
+  std::string want(8192, 'b');
+  want[100] = 'S';
+  const std::string got = Read(*rw, 0, 8192);
+  auto diff = std::mismatch(got.begin(), got.end(), want.begin(), want.end());
+  EXPECT_TRUE(got == want) << "first difference at byte " << (diff.first - got.begin());
+  ASSERT_TRUE(engine_->UnmapViews(p, 8192).ok());
+  ASSERT_EQ(::munmap(p, 8192), 0);
+}
+
+// A fork child does not have the parent's other threads: their writes in
+// flight at the fork never end there and must not keep every write of the
+// child from being alone (each would then read the file back).
+TEST_F(VirtualView, AForkChildForgetsTheParentsWritesInFlight) {
+  ViewList list;
+  (void)list.Begin();  // another thread's write, in flight at the fork
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) _exit(list.Begin().alone ? 0 : 1);
+  int st = 0;
+  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "the child's write is not alone";
+  EXPECT_FALSE(list.Begin().alone);  // in the parent the other write is still in flight
 }
 
 // Three threads writing the same bytes (and one of them truncating): their

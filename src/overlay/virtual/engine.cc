@@ -103,8 +103,8 @@ class VirtualFile final : public OverlayFile {
   }
   // Every write and truncate tells the views, mapped or not (ViewList:
   // a map being filled meanwhile may need it), failed ones too (part of
-  // it may be committed, or none: the views reload what the file holds,
-  // never the caller's bytes).
+  // it may be committed, or none: the views take what the file holds,
+  // never the caller's bytes, where the application has not stored).
   Result<size_t> Pwrite(const void* buf, size_t n, uint64_t off) override {
     auto t = views_->Begin();
     auto r = f_->Pwrite(buf, n, off);
@@ -115,13 +115,22 @@ class VirtualFile final : public OverlayFile {
     return r;
   }
   Result<uint64_t> Append(const void* buf, size_t n) override {
+    // A failed append's offset is unknown, but not below the size before
+    // it (unless a truncate races it: the views may then miss what it
+    // committed, shown as zeros, never written back): the views reload
+    // from there, or all they hold if they were listed only since or the
+    // size cannot be read. (Only with views listed: a Size per append.)
+    uint64_t from = 0;
+    if (!views_->empty()) {
+      auto size = f_->Size();
+      if (size.ok()) from = *size;
+    }
     auto t = views_->Begin();
     auto r = f_->Append(buf, n);
-    // A failed append's offset is unknown: the views reload all they hold.
     if (r.ok())
       views_->Written(*f_, t, buf, *r, n);
     else
-      views_->Written(*f_, t, nullptr, 0, UINT64_MAX);
+      views_->Written(*f_, t, nullptr, from, UINT64_MAX);
     return r;
   }
   Result<uint64_t> Size() override { return f_->Size(); }

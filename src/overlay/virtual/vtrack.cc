@@ -72,6 +72,8 @@ size_t free_slots[Track::kSlots];
 size_t nfree = 0;
 uint64_t next_id = 1;
 std::atomic<uint64_t> fork_epoch{0};
+// The forks this process came out of as the child (ChildEpoch).
+std::atomic<uint64_t> child_epoch{0};
 
 // Dirty bits set over every slot. Each run of dirty pages inside a clean
 // (write-protected) map costs the kernel up to two more mappings (VMAs),
@@ -185,6 +187,7 @@ void AtforkPrepare() { fork_epoch.fetch_add(1); }
 // whole), and the table is emptied. The state arrays are left to their
 // Tracks (whose owner no longer matches: they do nothing).
 void AtforkChild() {
+  child_epoch.fetch_add(1);
   const size_t n = used.load();
   for (size_t i = 0; i < n; i++) {
     Slot& s = slots[i];
@@ -241,6 +244,8 @@ bool Setup() {
 void CountForks() { ForkHandlersOnce(); }
 
 uint64_t ForkEpoch() { return fork_epoch.load(std::memory_order_acquire); }
+
+uint64_t ChildEpoch() { return child_epoch.load(std::memory_order_acquire); }
 
 std::unique_ptr<Track> Track::Make(char* addr, size_t npages, int prot) {
   if (npages == 0 || npages > kMaxPages || !Setup()) return nullptr;

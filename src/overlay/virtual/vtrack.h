@@ -99,6 +99,10 @@ class Track {
 // tracked map) has run: every view is made after it.
 uint64_t ForkEpoch();
 void CountForks();
+// The forks this process came out of as the child (its ancestors' too),
+// counted as ForkEpoch is: it changes only in a child, so state that names
+// other threads (which the child does not have) is reset when it moves.
+uint64_t ChildEpoch();
 
 // The kernel's mprotect (pkey_mprotect with a key other than -1), not the
 // shim's wrapper (which takes locks and routes views back here): async-

@@ -1,6 +1,7 @@
 // Copy-on-map views of virtualized files (vview.h).
 #include "overlay/virtual/vview.h"
 
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -132,15 +133,67 @@ void Load(View& v, size_t at, size_t len, const char* src) {
   }
 }
 
+// Sets v's twin [at, at+len) to `src`, and its alias only where it still
+// equals the twin's former bytes: where the application stored since the
+// last write-back the store stays, to be written back (a failed write,
+// Written). Where the twin already holds src nothing is touched, so when
+// the failed write committed nothing (the common case) a store racing this
+// is never lost; elsewhere one racing the compare of its own byte may be,
+// as with any reload.
+void Merge(View& v, size_t at, size_t len, const char* src) {
+  if (v.twin == nullptr) {  // nothing stores into it
+    std::memcpy(v.alias + at, src, len);
+    return;
+  }
+  char* t = v.twin + at;
+  char* a = v.alias + at;
+  if (std::memcmp(t, src, len) == 0) return;
+  for (size_t i = 0; i < len; i++) {
+    if (t[i] == src[i]) continue;
+    const char old = t[i];
+    t[i] = src[i];  // twin before alias
+    if (a[i] == old) a[i] = src[i];
+  }
+}
+
+std::atomic<ReloadRead> reload_read{nullptr};
+
+// How a reload installs what it read: over alias and twin (Load: a
+// write's or truncate's range, which replaces any store there, as the
+// kernel's write does), or keeping the stores (Merge: a failed write).
+enum class Install { kReplace, kMerge };
+
+// Reads scratch memory at a time (a failed append reloads whole views).
+constexpr size_t kReloadChunk = 64 * 1024;
+
 // Sets v's bytes [at, at+len) to f's content there (zeros past its end),
-// read into the stable copy, then copied to the alias. False, with
-// nothing changed in the alias, if f cannot be read.
-bool Load(View& v, size_t at, size_t len, VFile& f) {
-  char* dst = Stable(v) + at;
-  size_t filled = 0;
-  if (!Fill(f, dst, len, v.off + at, &filled).ok()) return false;
-  std::memset(dst + filled, 0, len - filled);
-  if (v.twin != nullptr) std::memcpy(v.alias + at, dst, len);
+// as `how` says. The content is read into `scratch` and installed a chunk
+// at a time once read: a failed read leaves the chunk it was reading, and
+// those after, unchanged in alias and twin alike (vview.h's invariant: a
+// twin holding bytes the alias does not would have the alias written back
+// over newer content). False if f cannot be read. A view without a twin is
+// read into directly: nothing compares it.
+bool Load(View& v, size_t at, size_t len, VFile& f, Install how, std::vector<char>& scratch) {
+  ReloadRead hook = reload_read.load(std::memory_order_relaxed);
+  auto fill = [&](char* dst, size_t n, uint64_t off) {
+    size_t filled = 0;
+    Status s = hook == nullptr ? Fill(f, dst, n, off, &filled)
+                               : FillBy(n, &filled, [&](size_t done) { return hook(f, dst + done, n - done, off + done); });
+    if (!s.ok()) return false;
+    std::memset(dst + filled, 0, n - filled);
+    return true;
+  };
+  if (v.twin == nullptr) return fill(v.alias + at, len, v.off + at);
+  scratch.resize(std::min(len, kReloadChunk));
+  for (size_t done = 0; done < len;) {
+    size_t n = std::min(len - done, scratch.size());
+    if (!fill(scratch.data(), n, v.off + at + done)) return false;
+    if (how == Install::kReplace)
+      Load(v, at + done, n, scratch.data());
+    else
+      Merge(v, at + done, n, scratch.data());
+    done += n;
+  }
   return true;
 }
 
@@ -172,6 +225,8 @@ void ZeroPast(View& v, uint64_t size) {
 }
 
 }  // namespace
+
+void SetReloadReadForTest(ReloadRead hook) { reload_read.store(hook, std::memory_order_relaxed); }
 
 View::~View() {
   if (alias != nullptr) munmap(alias, len);
@@ -217,7 +272,37 @@ Status ViewList::WriteBack(uint64_t lo, uint64_t hi) {
   return first;
 }
 
+ViewList::ViewList() : child_epoch_(0) {
+  CountForks();  // before the first Begin: a fork after it moves ChildEpoch in the child
+  child_epoch_.store(ChildEpoch(), std::memory_order_relaxed);
+}
+
+void ViewList::ForgetParentWriters() {
+  // In a fork child, the first thread to get here clears the count in
+  // flight (the parent's threads') while the others wait: none of this
+  // process can have begun, since each Begin comes here first until the
+  // epoch is stored. A kClearing of an older epoch was left by a thread
+  // that is not in this process (a fork while it cleared): taken over.
+  const uint64_t now = ChildEpoch();
+  for (;;) {
+    uint64_t seen = child_epoch_.load(std::memory_order_acquire);
+    if (seen == now) return;
+    if (seen == (now | kClearing)) {
+      sched_yield();
+      continue;
+    }
+    if (child_epoch_.compare_exchange_weak(seen, now | kClearing, std::memory_order_acq_rel)) {
+      uint64_t w = writers_.load(std::memory_order_acquire);
+      writers_.store(w - w % kBegun, std::memory_order_relaxed);  // the begun count stays
+      child_epoch_.store(now, std::memory_order_release);
+      return;
+    }
+  }
+}
+
 ViewList::Ticket ViewList::Begin() {
+  // (Two loads: the epoch moves only in a fork child.)
+  if (child_epoch_.load(std::memory_order_acquire) != ChildEpoch()) ForgetParentWriters();
   uint64_t old = writers_.fetch_add(kBegun + 1, std::memory_order_acq_rel);
   return Ticket{old / kBegun + 1, old % kBegun == 0};
 }
@@ -233,9 +318,12 @@ void ViewList::Written(VFile& f, Ticket t, const void* buf, uint64_t off, uint64
   // else the file's, read once for the first view over the range (into
   // its stable copy) and copied from there into the others that fall
   // within what it read (a view reaching further reads for itself).
+  // A failed write (buf null) keeps the application's stores (Merge).
   const bool from_buf = buf != nullptr && AloneLocked(t);
+  const Install how = buf != nullptr ? Install::kReplace : Install::kMerge;
   const char* src = nullptr;  // content [src_lo, src_hi)
   uint64_t src_lo = 0, src_hi = 0;
+  std::vector<char> scratch;
   for (auto& v : views_) {
     uint64_t a = std::max(off, v->off), b = std::min(end, v->off + v->len);
     if (a >= b) continue;
@@ -243,8 +331,11 @@ void ViewList::Written(VFile& f, Ticket t, const void* buf, uint64_t off, uint64
     if (from_buf) {
       Load(*v, at, len, static_cast<const char*>(buf) + (a - off));
     } else if (src != nullptr && src_lo <= a && b <= src_hi) {
-      Load(*v, at, len, src + (a - src_lo));
-    } else if (Load(*v, at, len, f)) {
+      if (how == Install::kReplace)
+        Load(*v, at, len, src + (a - src_lo));
+      else
+        Merge(*v, at, len, src + (a - src_lo));
+    } else if (Load(*v, at, len, f, how, scratch)) {
       src = Stable(*v) + at;
       src_lo = a;
       src_hi = b;
@@ -278,7 +369,8 @@ void ViewList::Truncated(VFile& f, Ticket, uint64_t size) {
     uint64_t a = std::max(size, v->off), b = std::min(now, v->off + v->len);
     if (a >= b) continue;
     size_t at = static_cast<size_t>(a - v->off), len = static_cast<size_t>(b - a);
-    if (!Load(*v, at, len, f)) continue;  // zeros: what the truncate made of it
+    std::vector<char> scratch;  // (rarely here: a write racing the truncate)
+    if (!Load(*v, at, len, f, Install::kReplace, scratch)) continue;  // zeros: what the truncate made of it
     v->zero_from = std::max(v->zero_from, at + len);
   }
   g.unlock();

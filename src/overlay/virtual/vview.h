@@ -133,10 +133,15 @@ struct View {
 // a reload writes the twin (never stored into by the application) and
 // then copies it to the alias, so an application store racing it is
 // either overwritten in the alias or differs from the twin and is written
-// back — it never lands in the twin unseen. Not covered: other processes'
+// back — it never lands in the twin unseen. Alias equals twin on those
+// bytes whatever fails, since a write-back writes every byte where they
+// differ: a reload reads the file into scratch memory and installs each
+// piece only once it is read whole (a failed read installs nothing more),
+// and a failed write's reload keeps the stores (Written). Not covered: other processes'
 // writes (a view is a snapshot for them, vview.h's header).
 class ViewList {
  public:
+  ViewList();  // installs the fork handlers (CountForks: Begin after a fork)
   bool empty() const { return n_.load(std::memory_order_acquire) == 0; }
   size_t size() const { return n_.load(std::memory_order_acquire); }
   // Stores through views that fall in the content range [lo, hi) reach the
@@ -153,9 +158,12 @@ class ViewList {
     bool alone;      // no other writer was in flight when it began
   };
   Ticket Begin();
-  // After a write of content [off, off+n) of `f` from `buf` (buf null for
-  // a failed one, which may have committed part of it or nothing): the
-  // views show the file's content there (rule 1 above).
+  // After a write of content [off, off+n) of `f` from `buf`: the views
+  // show the file's content there (rule 1 above). buf null for a failed
+  // one, which may have committed part of it or nothing: the kernel leaves
+  // a map's stores alone then, so only the bytes the application has not
+  // stored into since the last write-back (alias equal to twin) take the
+  // file's content; the others keep the store, written back later.
   void Written(VFile& f, Ticket t, const void* buf, uint64_t off, uint64_t n);
   // After a truncate of `f` to `size` (or a failed one): views read zeros
   // past the end, and whatever a concurrent write put past `size` since.
@@ -186,11 +194,24 @@ class ViewList {
   static constexpr uint64_t kBegun = uint64_t{1} << 24;
   std::atomic<uint64_t> writers_{0};
   void End() { writers_.fetch_sub(1, std::memory_order_release); }
+  // A fork child inherits the count in flight of the parent's other
+  // threads, which never end there: it would never be alone again (every
+  // write read back). ChildEpoch() when the count was last cleared of
+  // them; kClearing with it while a thread clears it (ForgetParentWriters).
+  static constexpr uint64_t kClearing = uint64_t{1} << 63;
+  std::atomic<uint64_t> child_epoch_;
+  void ForgetParentWriters();
   // Whether a writer that got `t` still has no rival (under mu_).
   bool AloneLocked(Ticket t) const {
     return t.alone && writers_.load(std::memory_order_acquire) / kBegun == t.begun;
   }
 };
+
+// Tests only: the reads of the file that reload listed views (Written,
+// Truncated; not the fill of a new map) go through `hook` when set, which
+// may fail them as a failing medium would. nullptr: the file's Pread.
+using ReloadRead = Result<size_t> (*)(VFile& f, void* buf, size_t n, uint64_t off);
+void SetReloadReadForTest(ReloadRead hook);
 
 // Every shared view of the engine, by address (munmap and msync name
 // addresses, not files).
