@@ -106,12 +106,19 @@ class VirtualFile final : public OverlayFile {
   // it may be committed, or none: the views take what the file holds,
   // never the caller's bytes, where the application has not stored).
   Result<size_t> Pwrite(const void* buf, size_t n, uint64_t off) override {
+    // The size before: a failed write keeps the stores below it (Written).
+    // (Only with views listed: a Size per write.)
+    uint64_t before = UINT64_MAX;
+    if (!views_->empty()) {
+      auto size = f_->Size();
+      if (size.ok()) before = *size;
+    }
     auto t = views_->Begin();
     auto r = f_->Pwrite(buf, n, off);
     if (r.ok())
       views_->Written(*f_, t, buf, off, *r);
     else
-      views_->Written(*f_, t, nullptr, off, n);
+      views_->Written(*f_, t, nullptr, off, n, before);
     return r;
   }
   Result<uint64_t> Append(const void* buf, size_t n) override {
@@ -120,17 +127,17 @@ class VirtualFile final : public OverlayFile {
     // committed, shown as zeros, never written back): the views reload
     // from there, or all they hold if they were listed only since or the
     // size cannot be read. (Only with views listed: a Size per append.)
-    uint64_t from = 0;
+    uint64_t from = 0, before = UINT64_MAX;  // before: as Pwrite's
     if (!views_->empty()) {
       auto size = f_->Size();
-      if (size.ok()) from = *size;
+      if (size.ok()) from = before = *size;
     }
     auto t = views_->Begin();
     auto r = f_->Append(buf, n);
     if (r.ok())
       views_->Written(*f_, t, buf, *r, n);
     else
-      views_->Written(*f_, t, nullptr, from, UINT64_MAX);
+      views_->Written(*f_, t, nullptr, from, UINT64_MAX, before);
     return r;
   }
   Result<uint64_t> Size() override { return f_->Size(); }

@@ -307,7 +307,7 @@ ViewList::Ticket ViewList::Begin() {
   return Ticket{old / kBegun + 1, old % kBegun == 0};
 }
 
-void ViewList::Written(VFile& f, Ticket t, const void* buf, uint64_t off, uint64_t n) {
+void ViewList::Written(VFile& f, Ticket t, const void* buf, uint64_t off, uint64_t n, uint64_t size_before) {
   // Rule 2 (vview.h): the bump, then the load of n_, against AddFilled's
   // store of n_, then load of gen_.
   gen_.fetch_add(1, std::memory_order_seq_cst);
@@ -324,27 +324,36 @@ void ViewList::Written(VFile& f, Ticket t, const void* buf, uint64_t off, uint64
   const char* src = nullptr;  // content [src_lo, src_hi)
   uint64_t src_lo = 0, src_hi = 0;
   std::vector<char> scratch;
-  for (auto& v : views_) {
-    uint64_t a = std::max(off, v->off), b = std::min(end, v->off + v->len);
-    if (a >= b) continue;
-    size_t at = static_cast<size_t>(a - v->off), len = static_cast<size_t>(b - a);
+  // [a, b) of view v, installed as `how2` says.
+  auto update = [&](View& v, uint64_t a, uint64_t b, Install how2) {
+    size_t at = static_cast<size_t>(a - v.off), len = static_cast<size_t>(b - a);
     if (from_buf) {
-      Load(*v, at, len, static_cast<const char*>(buf) + (a - off));
+      Load(v, at, len, static_cast<const char*>(buf) + (a - off));
     } else if (src != nullptr && src_lo <= a && b <= src_hi) {
-      if (how == Install::kReplace)
-        Load(*v, at, len, src + (a - src_lo));
+      if (how2 == Install::kReplace)
+        Load(v, at, len, src + (a - src_lo));
       else
-        Merge(*v, at, len, src + (a - src_lo));
-    } else if (Load(*v, at, len, f, how, scratch)) {
-      src = Stable(*v) + at;
+        Merge(v, at, len, src + (a - src_lo));
+    } else if (Load(v, at, len, f, how2, scratch)) {
+      src = Stable(v) + at;
       src_lo = a;
       src_hi = b;
     } else if (buf != nullptr) {
       // The file could not be read: the caller's bytes, right unless
       // another thread's write to them committed after this one.
-      Load(*v, at, len, static_cast<const char*>(buf) + (a - off));
+      Load(v, at, len, static_cast<const char*>(buf) + (a - off));
     }
-    v->zero_from = std::max(v->zero_from, at + len);
+    // Raised even when the file could not be read: a partial reload may
+    // have installed bytes up to there, which a later truncate must zero.
+    v.zero_from = std::max(v.zero_from, at + len);
+  };
+  for (auto& v : views_) {
+    uint64_t a = std::max(off, v->off), b = std::min(end, v->off + v->len);
+    if (a >= b) continue;
+    // A failed write merges only below the size before it (see vview.h).
+    uint64_t split = how == Install::kMerge ? std::clamp(size_before, a, b) : a;
+    if (a < split) update(*v, a, split, Install::kMerge);
+    if (split < b) update(*v, split, b, Install::kReplace);
   }
   g.unlock();
   End();
@@ -362,6 +371,7 @@ void ViewList::Truncated(VFile& f, Ticket, uint64_t size) {
   // truncate's own result.
   auto cur = f.Size();
   const uint64_t now = cur.ok() ? std::max(*cur, size) : size;
+  std::vector<char> scratch;  // (rarely used: a write racing the truncate)
   for (auto& v : views_) {
     if (size >= v->off + v->len) continue;
     ZeroPast(*v, size);
@@ -369,8 +379,9 @@ void ViewList::Truncated(VFile& f, Ticket, uint64_t size) {
     uint64_t a = std::max(size, v->off), b = std::min(now, v->off + v->len);
     if (a >= b) continue;
     size_t at = static_cast<size_t>(a - v->off), len = static_cast<size_t>(b - a);
-    std::vector<char> scratch;  // (rarely here: a write racing the truncate)
-    if (!Load(*v, at, len, f, Install::kReplace, scratch)) continue;  // zeros: what the truncate made of it
+    // A failed read leaves zeros (what the truncate made of the range) or
+    // part of the file's bytes: either way zero_from must cover it.
+    (void)Load(*v, at, len, f, Install::kReplace, scratch);
     v->zero_from = std::max(v->zero_from, at + len);
   }
   g.unlock();

@@ -163,8 +163,12 @@ class ViewList {
   // one, which may have committed part of it or nothing: the kernel leaves
   // a map's stores alone then, so only the bytes the application has not
   // stored into since the last write-back (alias equal to twin) take the
-  // file's content; the others keep the store, written back later.
-  void Written(VFile& f, Ticket t, const void* buf, uint64_t off, uint64_t n);
+  // file's content; the others keep the store, written back later — below
+  // `size_before`, the content's size before the write. At and past it a
+  // store lies past the end (write-back leaves those in the alias, never
+  // in the file), which the write's committed bytes replace, as the
+  // kernel's write replaces them in its page cache.
+  void Written(VFile& f, Ticket t, const void* buf, uint64_t off, uint64_t n, uint64_t size_before = UINT64_MAX);
   // After a truncate of `f` to `size` (or a failed one): views read zeros
   // past the end, and whatever a concurrent write put past `size` since.
   void Truncated(VFile& f, Ticket t, uint64_t size);
