@@ -235,6 +235,36 @@ void VFile::Touch(uint64_t phys, uint64_t n) {
   }
 }
 
+namespace {
+
+// Writes the whole vector at `at` of `fd` (the engine's own descriptors:
+// the kernel's pwrite/pwritev, not the shim's wrappers, which would route
+// them again under LD_PRELOAD; pwrite for one piece, since pwritev first
+// copies and checks the vector). A short count (a signal) goes on from
+// where it stopped. The vector is consumed.
+Status PwriteAll(int fd, iovec* v, int cnt, off_t at, const char* what) {
+  for (;;) {
+    for (; cnt > 0 && v->iov_len == 0; v++) cnt--;  // nothing to write there
+    if (cnt == 0) break;
+    long w = cnt == 1 ? RawSyscall(SYS_pwrite64, fd, reinterpret_cast<long>(v->iov_base), static_cast<long>(v->iov_len),
+                                   static_cast<long>(at))
+                      : RawSyscall(SYS_pwritev, fd, reinterpret_cast<long>(v), static_cast<long>(cnt), static_cast<long>(at), 0);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) return Status::FromErrno(what);
+    if (w == 0) return Status::Error(EIO, std::string(what) + " wrote nothing");
+    at += w;
+    size_t left = static_cast<size_t>(w);
+    for (; cnt > 0 && left >= v->iov_len; v++, cnt--) left -= v->iov_len;
+    if (cnt > 0) {
+      v->iov_base = static_cast<char*>(v->iov_base) + left;
+      v->iov_len -= left;
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status VFile::WritePieces(Piece* p, size_t n) const {
   std::sort(p, p + n, [](const Piece& a, const Piece& b) { return a.phys < b.phys; });
   constexpr size_t kIov = 64;
@@ -248,27 +278,7 @@ Status VFile::WritePieces(Piece* p, size_t n) const {
       len += p[i].len;
       i++;
     } while (i < n && cnt < kIov && static_cast<uint64_t>(at) + len == p[i].phys * kBlockSize);
-    iovec* v = iov;
-    for (size_t done = 0; done < len;) {
-      // The kernel's pwrite(v), not the shim's wrapper (under LD_PRELOAD
-      // the engine's own descriptor needs no routing); pwrite for one piece
-      // (pwritev first copies and checks the vector).
-      const long pos = static_cast<long>(at + static_cast<off_t>(done));
-      long w = cnt == 1 ? RawSyscall(SYS_pwrite64, fd_, reinterpret_cast<long>(v->iov_base),
-                                     static_cast<long>(v->iov_len), pos)
-                        : RawSyscall(SYS_pwritev, fd_, reinterpret_cast<long>(v), static_cast<long>(cnt), pos, 0);
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0) return Status::FromErrno("virtual: pwrite of data blocks");
-      if (w == 0) return Status::Error(EIO, "virtual: pwrite of data blocks wrote nothing");
-      done += static_cast<size_t>(w);
-      // A short count (a signal): on from where it stopped.
-      size_t left = static_cast<size_t>(w);
-      for (; cnt > 0 && left >= v->iov_len; v++, cnt--) left -= v->iov_len;
-      if (cnt > 0) {
-        v->iov_base = static_cast<char*>(v->iov_base) + left;
-        v->iov_len -= left;
-      }
-    }
+    MAPFS_RETURN_IF_ERROR(PwriteAll(fd_, iov, static_cast<int>(cnt), at, "virtual: pwrite of data blocks"));
   }
   return Status::Ok();
 }
@@ -624,24 +634,8 @@ Result<size_t> VFile::CopyOut(int out, uint64_t out_off, size_t n, uint64_t off)
         return e == 0 ? Status::Ok() : Status::Error(e, "virtual: copying content out");
       },
       [&](iovec* iov, int cnt, size_t at) {
-        // One pwritev from the map; a short count (a signal) goes on from
-        // where it stopped. The kernel's, not the shim's wrapper: the memfd
-        // is the engine's own (as in WritePieces).
-        off_t to = static_cast<off_t>(out_off + at);
-        while (cnt > 0) {
-          long w = RawSyscall(SYS_pwritev, out, reinterpret_cast<long>(iov), static_cast<long>(cnt), static_cast<long>(to), 0);
-          if (w < 0 && errno == EINTR) continue;
-          if (w < 0) return Status::FromErrno("virtual: copying content out");
-          if (w == 0) return Status::Error(EIO, "virtual: copying content out wrote nothing");
-          to += w;
-          size_t left = static_cast<size_t>(w);
-          for (; cnt > 0 && left >= iov->iov_len; iov++, cnt--) left -= iov->iov_len;
-          if (cnt > 0) {
-            iov->iov_base = static_cast<char*>(iov->iov_base) + left;
-            iov->iov_len -= left;
-          }
-        }
-        return Status::Ok();
+        // One pwritev from the map into the memfd.
+        return PwriteAll(out, iov, cnt, static_cast<off_t>(out_off + at), "virtual: copying content out");
       },
       [&](size_t at, size_t len, bool retried) {
         // A hole stays unwritten (the destination reads zeros there) unless
