@@ -48,6 +48,7 @@ struct FileState {
   std::unordered_map<uint64_t, std::list<std::pair<uint64_t, char*>>::iterator> regions;
 
   uint64_t Size() const { return send > sbase ? send : ksize; }
+  int any_fd() const { return rfd >= 0 ? rfd : wfd; }  // one of the two, for reads and stats
   bool Staged() const { return send > sbase; }
 };
 
@@ -87,6 +88,7 @@ class SplitFile final : public OverlayFile {
   // some prefix copied. Shrunk() then learns the kernel's size.
   Status MapCopy(char* dst, const char* src, uint64_t off, size_t n, bool write, bool* shrunk);
   Status Shrunk();
+  Status ShrinkTo(uint64_t size);  // Shrunk, the kernel's size known
   Status CheckEnd(uint64_t end);
   Result<uint64_t> KernelSize();
   Status Commit();

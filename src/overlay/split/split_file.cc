@@ -48,6 +48,10 @@ void Prefault(FileState& st, uint64_t end) {
   else st.sfaulted = kStagingBytes;  // refused: never asked again for this staging file
 }
 
+// The copies MapCopy guards (vm::CopyFn).
+void CopyBytes(void* d, const void* s, size_t n) { std::memcpy(d, s, n); }
+void CopyNtBytes(void* d, const void* s, size_t n) { medium::CopyNt(d, s, n); }
+
 }  // namespace
 
 SplitFile::~SplitFile() {
@@ -95,24 +99,23 @@ Status SplitFile::MapCopy(char* dst, const char* src, uint64_t off, size_t n, bo
     Status err;
     char* r = Region(idx, &err);
     if (r == nullptr) return err;
-    if (write) {
-      if (sync) {
-        if (!vm::GuardedCopy(r + in, src, k, [](void* d, const void* s, size_t len) { medium::CopyNt(d, s, len); }))
-          return *shrunk = true, Status::Ok();
-        medium::Fence();
-        // Not DAX: the page cache must reach the medium (fdatasync of the range).
-        auto a = reinterpret_cast<uintptr_t>(r + in) & ~uintptr_t{4095};
-        if (msync(reinterpret_cast<void*>(a), reinterpret_cast<uintptr_t>(r + in + k) - a, MS_SYNC) != 0)
-          return Status::FromErrno("overlay: msync");
-      } else if (!vm::GuardedCopy(r + in, src, k, [](void* d, const void* s, size_t len) { std::memcpy(d, s, len); })) {
-        return *shrunk = true, Status::Ok();
-      }
-      src += k;
-    } else {
-      if (!vm::GuardedCopy(dst, r + in, k, [](void* d, const void* s, size_t len) { std::memcpy(d, s, len); }))
-        return *shrunk = true, Status::Ok();
-      dst += k;
+    const bool whole = write ? vm::GuardedCopy(r + in, src, k, sync ? CopyNtBytes : CopyBytes)
+                             : vm::GuardedCopy(dst, r + in, k, CopyBytes);
+    if (!whole) {
+      *shrunk = true;
+      return Status::Ok();
     }
+    if (write && sync) {
+      medium::Fence();
+      // Not DAX: the page cache must reach the medium (fdatasync of the range).
+      auto a = reinterpret_cast<uintptr_t>(r + in) & ~uintptr_t{4095};
+      if (msync(reinterpret_cast<void*>(a), reinterpret_cast<uintptr_t>(r + in + k) - a, MS_SYNC) != 0)
+        return Status::FromErrno("overlay: msync");
+    }
+    if (write)
+      src += k;
+    else
+      dst += k;
     off += k;
     n -= k;
   }
@@ -124,7 +127,7 @@ Status SplitFile::MapCopy(char* dst, const char* src, uint64_t off, size_t n, bo
 Result<uint64_t> SplitFile::KernelSize() {
   FileState& st = *st_;
   struct stat sb {};
-  if (fstat(st.rfd >= 0 ? st.rfd : st.wfd, &sb) != 0) return Status::FromErrno("overlay: fstat");
+  if (fstat(st.any_fd(), &sb) != 0) return Status::FromErrno("overlay: fstat");
   return static_cast<uint64_t>(sb.st_size);
 }
 
@@ -134,12 +137,16 @@ Result<uint64_t> SplitFile::KernelSize() {
 // (past the new end: a hole between, as the kernel's own write at that
 // offset would leave), so that the call can go again on a consistent state.
 Status SplitFile::Shrunk() {
-  FileState& st = *st_;
   auto size = KernelSize();
   if (!size.ok()) return size.status();
-  if (*size < st.ksize) {
-    st.ksize = *size;
-    UnmapRegionsFrom(st, *size);
+  return ShrinkTo(*size);
+}
+
+Status SplitFile::ShrinkTo(uint64_t size) {
+  FileState& st = *st_;
+  if (size < st.ksize) {
+    st.ksize = size;
+    UnmapRegionsFrom(st, size);
   }
   return RelinkLocked(engine_->mode() != Mode::kPosix);
 }
@@ -157,7 +164,7 @@ Status SplitFile::CheckEnd(uint64_t end) {
   if (end <= (st.ksize & ~uint64_t{4095})) return Status::Ok();
   auto size = KernelSize();
   if (!size.ok()) return size.status();
-  if (*size < st.ksize) return Shrunk();
+  if (*size < st.ksize) return ShrinkTo(*size);
   if (*size > st.ksize && !st.Staged()) st.ksize = *size;
   return Status::Ok();
 }
@@ -194,7 +201,7 @@ Result<size_t> SplitFile::Pread(void* buf, size_t n, uint64_t off) {
 Result<size_t> SplitFile::KernelRead(void* buf, size_t n, uint64_t off) {
   FileState& st = *st_;
   for (;;) {
-    ssize_t r = pread(st.rfd >= 0 ? st.rfd : st.wfd, buf, n, static_cast<off_t>(off));
+    ssize_t r = pread(st.any_fd(), buf, n, static_cast<off_t>(off));
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) return Status::FromErrno("overlay: read");
     return static_cast<size_t>(r);
@@ -390,7 +397,7 @@ Status SplitFile::Sync() {
   std::lock_guard<std::mutex> g(st.mu);
   MAPFS_RETURN_IF_ERROR(RelinkLocked(true));
   // Overwrites through the maps are dirty pages of the target.
-  if (fsync(st.rfd >= 0 ? st.rfd : st.wfd) != 0) return Status::FromErrno("overlay: fsync");
+  if (fsync(st.any_fd()) != 0) return Status::FromErrno("overlay: fsync");
   return Status::Ok();
 }
 
