@@ -14,6 +14,11 @@ args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DMAPFS_WERROR=ON)
 # MAPFS_LONG_TESTS=1: also the long rows (every block-mapping design of the
 # slow suites; README.md "Tests").
 if [ "${MAPFS_LONG_TESTS:-}" = 1 ]; then args+=(-DMAPFS_LONG_TESTS=ON); else args+=(-DMAPFS_LONG_TESTS=OFF); fi
+# In CI (CI=true: .ci/run) the core is compiled with line tables only
+# (-g1): a failure's backtrace keeps function and file:line, and the
+# compile is ~30 % shorter (src/fs/namespace.cc at -O2: 7.9 s with -g, 5.5 s
+# with -g1; the machine code is the same). Locally, full -g for a debugger.
+if [ "${CI:-}" = true ]; then args+=("-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG"); fi
 if [ -n "${SANITIZE:-}" ]; then
   dir="build-${SANITIZE//,/-}"
   args+=(-DMAPFS_SANITIZE="$SANITIZE")
