@@ -226,7 +226,7 @@ int OverlayAfterOpen(int fd, int dirfd, const char* path, int flags) {
   }
   CoreScope cs;
   // The engine's own number for the description: internal, close-on-exec.
-  int mine = MoveHigh(REAL(fcntl)(fd, F_DUPFD_CLOEXEC, 0));
+  int mine = DupHigh(fd);
   if (mine < 0) return fd;  // out of descriptors: the kernel serves this one
   auto f = e->Adopt(mine, flags);
   if (!f.ok()) {

@@ -29,7 +29,7 @@ void Readopt(int fd, const std::vector<int>& others) {
   if (e == nullptr) return;
   int flags = REAL(fcntl)(fd, F_GETFL);
   if (flags < 0) return;
-  int mine = MoveHigh(REAL(fcntl)(fd, F_DUPFD_CLOEXEC, 0));
+  int mine = DupHigh(fd);
   if (mine < 0) return;
   // Neither O_CREAT nor O_TRUNC: the file is adopted as it is.
   auto f = e->Adopt(mine, flags & (O_ACCMODE | O_APPEND));

@@ -164,12 +164,28 @@ int CloseInternal(int fd) {
   return REAL(close)(fd);
 }
 
-int MoveHigh(int fd) {
+namespace {
+// Where the internal descriptors start: above what programs use, below the
+// descriptor limit.
+int HighBase() {
   static int base = [] {
     struct rlimit rl;
     if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return 1000;
     return rl.rlim_cur > 1100 ? 1000 : static_cast<int>(rl.rlim_cur * 3 / 4);
   }();
+  return base;
+}
+}  // namespace
+
+int DupHigh(int fd) {
+  int high = REAL(fcntl)(fd, F_DUPFD_CLOEXEC, HighBase());
+  if (high < 0) high = REAL(fcntl)(fd, F_DUPFD_CLOEXEC, 0);  // no room up there: a low number
+  if (high >= 0) MarkInternal(high, true);
+  return high;
+}
+
+int MoveHigh(int fd) {
+  const int base = HighBase();
   if (fd < 0) return fd;
   if (fd >= base) {
     MarkInternal(fd, true);

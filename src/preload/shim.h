@@ -259,6 +259,12 @@ std::string NormalizePath(std::string_view p);
 // internal: a program's close/close_range/closefrom does not reach it (the
 // program never opened it; it sees EBADF, as if the number were free).
 int MoveHigh(int fd);
+// A close-on-exec duplicate of `fd` made straight in that range and marked
+// internal. Not MoveHigh(dup(fd)): its close of the low duplicate would
+// release every POSIX record lock the process holds on the file (closing
+// any descriptor of a file does), e.g. SQLite's locks, when a second
+// connection opens a database the first one has locked.
+int DupHigh(int fd);
 bool IsInternal(int fd);
 // The first internal descriptor in [from, to], or -1.
 int NextInternal(unsigned from, unsigned to);
