@@ -79,11 +79,12 @@ class SplitMpTest : public ::testing::TestWithParam<test::DirAndMode> {
     if (sh_ != nullptr) munmap(sh_, sizeof(Shared));
   }
   std::string Path(const char* name) { return dir_->path() + "/" + name; }
-  std::unique_ptr<Engine> NewEngine() {
+  std::unique_ptr<Engine> NewEngine(std::string* why = nullptr) {
     Options o;
     o.dir = dir_->path();
     o.mode = std::get<1>(GetParam());
     auto e = OpenOverlay(o);
+    if (!e.ok() && why != nullptr) *why = "engine: " + e.status().ToString();
     return e.ok() ? std::move(*e) : nullptr;
   }
   std::unique_ptr<OverlayFile> Open(Engine& e, const char* name, int flags) {
@@ -101,9 +102,8 @@ class SplitMpTest : public ::testing::TestWithParam<test::DirAndMode> {
     std::string why;
     bool ok = false;
     {
-      auto e = NewEngine();
-      if (e == nullptr) why = "engine";
-      else ok = body(*e, &why);
+      auto e = NewEngine(&why);
+      if (e != nullptr) ok = body(*e, &why);
     }
     if (!ok && sh_->failed.exchange(1) == 0) snprintf(sh_->why, sizeof sh_->why, "%s", why.c_str());
     _exit(ok ? 0 : 1);
@@ -348,6 +348,22 @@ TEST_P(SplitMpTest, StatOfAFileGrownByAnotherProcessIsTheKernels) {
   ASSERT_EQ(*f->Pread(b, 8192, 0), 8192u);
   EXPECT_EQ(b[4096], 'b');
   ASSERT_TRUE(f->Close().ok());
+}
+
+// Processes that open the overlay at the same moment all get an engine:
+// one's recovery may find another's log created but not yet locked, take it
+// for a dead one and remove it; the creator then makes another. (Seen as
+// a child of the tests above failing to open its engine, about one run in
+// a hundred under load; this test failed one run in five with 20 rounds.)
+TEST_P(SplitMpTest, ProcessesOpeningTheOverlayAtOnceAllGetAnEngine) {
+  if (dir_ == nullptr) return;
+  if (std::get<1>(GetParam()) != Mode::kPosix) GTEST_SKIP() << "the log's creation does not depend on the mode";
+  for (int round = 0; round < 60; round++) {
+    std::vector<pid_t> pids;
+    for (int i = 0; i < 8; i++) pids.push_back(Child([](Engine&, std::string*) { return true; }));
+    WaitAll(pids);
+    if (HasFailure()) return;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dirs, SplitMpTest, test::DirsTimesModes(), test::DirAndModeName);

@@ -102,6 +102,7 @@ class SplitFile final : public OverlayFile {
   Status CheckEnd(uint64_t end);
   // The lock rule (SplitEngine::BeforeLock): after a lock call of this
   // process, the file's size is taken from the kernel again (st.mu held).
+  bool Stale() const;
   Status Revalidate();
   Result<uint64_t> KernelSize();
   Status Commit();

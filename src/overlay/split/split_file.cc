@@ -177,10 +177,13 @@ Status SplitFile::CheckEnd(uint64_t end) {
 // (written since its last lock call, so not under the lock another
 // process wrote under) puts them in first, at their offsets, then adopts
 // the larger size.
+// Callers test Stale() first: one load and compare, no Status made, on the
+// path of every read and write.
+inline bool SplitFile::Stale() const { return st_->epoch != engine_->epoch(); }
+
 Status SplitFile::Revalidate() {
   FileState& st = *st_;
   const uint64_t e = engine_->epoch();
-  if (e == st.epoch) return Status::Ok();
   auto size = KernelSize();
   if (!size.ok()) return size.status();
   st.epoch = e;  // a lock call since the load leaves it behind again
@@ -196,7 +199,7 @@ Result<size_t> SplitFile::Pread(void* buf, size_t n, uint64_t off) {
   if (!readable()) return Status::Error(EBADF, "overlay: not open for reading");
   FileState& st = *st_;
   std::lock_guard<std::mutex> g(st.mu);
-  MAPFS_RETURN_IF_ERROR(Revalidate());
+  if (Stale()) MAPFS_RETURN_IF_ERROR(Revalidate());
   if (n > 0 && off < UINT64_MAX - n) MAPFS_RETURN_IF_ERROR(CheckEnd(off + n));
   for (int tries = 0;; tries++) {
     uint64_t size = st.Size();
@@ -329,7 +332,7 @@ Result<size_t> SplitFile::WriteLocked(const char* buf, size_t n, uint64_t off) {
   FileState& st = *st_;
   if (n == 0) return size_t{0};
   const size_t total = n;
-  MAPFS_RETURN_IF_ERROR(Revalidate());
+  if (Stale()) MAPFS_RETURN_IF_ERROR(Revalidate());
   if (off < st.ksize) MAPFS_RETURN_IF_ERROR(CheckEnd(off + n));
   uint64_t end = off + n;
   if (off < st.ksize && engine_->mode() == Mode::kStrict) {
@@ -386,7 +389,7 @@ Result<size_t> SplitFile::Pwrite(const void* buf, size_t n, uint64_t off) {
 Result<uint64_t> SplitFile::Append(const void* buf, size_t n) {
   if (!writable()) return Status::Error(EBADF, "overlay: not open for writing");
   std::lock_guard<std::mutex> g(st_->mu);
-  MAPFS_RETURN_IF_ERROR(Revalidate());  // the end is another process's, if it appended under a lock
+  if (Stale()) MAPFS_RETURN_IF_ERROR(Revalidate());  // the end is another process's, if it appended under a lock
   uint64_t off = st_->Size();
   auto r = WriteLocked(static_cast<const char*>(buf), n, off);
   if (!r.ok()) return r.status();
@@ -395,7 +398,7 @@ Result<uint64_t> SplitFile::Append(const void* buf, size_t n) {
 
 Result<uint64_t> SplitFile::Size() {
   std::lock_guard<std::mutex> g(st_->mu);
-  MAPFS_RETURN_IF_ERROR(Revalidate());
+  if (Stale()) MAPFS_RETURN_IF_ERROR(Revalidate());
   return st_->Size();
 }
 
