@@ -141,6 +141,17 @@ class Engine {
   virtual Status SyncViews(void* /*addr*/, size_t /*len*/) { return Status::Ok(); }
   virtual void SyncAllViews() {}
   virtual bool ViewsMeet(const void* /*addr*/, size_t /*len*/) { return false; }
+  // A lock call of the process (fcntl record and OFD locks, flock, lockf;
+  // on any descriptor, since a lock on one file may guard another's bytes)
+  // is a coherence point between processes, as NFS makes it
+  // (docs/OVERLAY.md "Several processes"). BeforeLock, just before the
+  // kernel's call: what only this process sees reaches the kernel's file,
+  // for the lock's next holder. AfterLock, once the kernel set the lock:
+  // each file's next call takes what another process may have changed
+  // (its size) from the kernel again. Both cheap when there is nothing to
+  // do (one load); the defaults do nothing.
+  virtual void BeforeLock() {}
+  virtual void AfterLock() {}
   // Corrects a kernel stat of a regular file under the root, by path: the
   // content size (and blocks) where the engine's view differs from the
   // kernel's. Leaves `st` alone for files the engine does not hold.

@@ -467,6 +467,16 @@ MAPFS_EXPORT int fcntl(int fd, int cmd, ...) {
   va_start(ap, cmd);
   void* arg = va_arg(ap, void*);
   va_end(ap);
+  if (SetsLock(cmd)) {
+    // A coherence point of the overlay (OverlayBeforeLock), whatever the
+    // descriptor: SQLite's WAL locks live in the -shm file, not the -wal.
+    OverlayBeforeLock();
+    int r;
+    if (DescRef d = MapfsFd(fd)) r = RecordLock(*d, fd, cmd, static_cast<struct flock*>(arg));
+    else r = REAL(fcntl)(fd, cmd, arg);
+    if (r == 0) OverlayAfterLock();
+    return r;
+  }
   DescRef d = MapfsFd(fd);
   if (!d) {
     OvRef o = OverlayFd(fd);
@@ -532,11 +542,21 @@ MAPFS_EXPORT int fcntl64(int fd, int cmd, ...) {
 }
 
 MAPFS_EXPORT int flock(int fd, int op) {
-  if (DescRef d = MapfsFd(fd)) return FileLock(*d, op);
-  return REAL(flock)(fd, op);
+  OverlayBeforeLock();  // a coherence point of the overlay, as fcntl's locks
+  int r;
+  if (DescRef d = MapfsFd(fd)) r = FileLock(*d, op);
+  else r = REAL(flock)(fd, op);
+  if (r == 0) OverlayAfterLock();
+  return r;
 }
 MAPFS_EXPORT int lockf(int fd, int cmd, off_t len) {
-  if (!MapfsFd(fd)) return REAL(lockf)(fd, cmd, len);
+  if (!MapfsFd(fd)) {
+    if (cmd == F_TEST) return REAL(lockf)(fd, cmd, len);
+    OverlayBeforeLock();  // as fcntl's locks (glibc's lockf calls its own fcntl)
+    int r = REAL(lockf)(fd, cmd, len);
+    if (r == 0) OverlayAfterLock();
+    return r;
+  }
   struct flock fl{};
   fl.l_whence = SEEK_CUR;
   fl.l_start = 0;

@@ -567,6 +567,25 @@ __attribute__((destructor)) void OverlayAtExit() {
   g_engine = nullptr;
 }
 
+// No open overlay file: nothing staged (close relinks) and no size cached
+// that a call could use without taking it afresh (a reopen does), so the
+// engine need not hear of the lock.
+void OverlayBeforeLock() {
+  if (in_core || g_ov_count.load(std::memory_order_relaxed) == 0) return;
+  overlay::Engine* e = g_engine;
+  if (e == nullptr) return;
+  int saved = errno;
+  CoreScope cs;
+  e->BeforeLock();
+  errno = saved;
+}
+
+void OverlayAfterLock() {
+  if (in_core || g_ov_count.load(std::memory_order_relaxed) == 0) return;
+  overlay::Engine* e = g_engine;
+  if (e != nullptr) e->AfterLock();
+}
+
 void OverlaySyncAll() {
   if (in_core || g_ov_count.load() == 0) return;
   CoreScope cs;

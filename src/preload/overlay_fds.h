@@ -21,6 +21,7 @@
 // check of a descriptor is one relaxed load while it is 0.
 #pragma once
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -148,5 +149,15 @@ overlay::Engine* OverlayEngine();
 void OverlayHandoff();
 // sync(2): every overlay file durable.
 void OverlaySyncAll();
+
+// A lock call (fcntl F_SETLK/F_SETLKW/F_OFD_SETLK*, flock, lockf) on any
+// descriptor is a coherence point between processes (Engine::BeforeLock):
+// OverlayBeforeLock just before the kernel's call, OverlayAfterLock once it
+// succeeded. One load each while no overlay file is open.
+void OverlayBeforeLock();
+void OverlayAfterLock();
+inline bool SetsLock(int cmd) {
+  return cmd == F_SETLK || cmd == F_SETLKW || cmd == F_OFD_SETLK || cmd == F_OFD_SETLKW;
+}
 
 }  // namespace mapfs::preload

@@ -34,6 +34,11 @@ struct FileState {
   int rfd = -1, wfd = -1;
   uint64_t block = 4096;
   uint64_t ksize = 0;
+  // The engine's lock epoch (SplitEngine::epoch) when ksize was last taken
+  // from the kernel: a different one means a lock call of this process
+  // came since, after which another process may have changed the file, so
+  // the next call re-reads the size (one fstat). 0: re-read in any case.
+  uint64_t epoch = 0;
   // Staging (pair < 0: none yet; no_staging: cannot, writes go to the kernel).
   int pair = -1;
   bool no_staging = false;
@@ -56,6 +61,11 @@ struct FileState {
 void UnmapRegions(FileState& st);
 // Unmaps the regions wholly at or past `size` (st.mu held).
 void UnmapRegionsFrom(FileState& st, uint64_t size);
+// The commit entry of everything staged (sync and strict modes: each call
+// durable), and the move of what is staged into the target (durable:
+// logged and synced first). st.mu held.
+Status CommitStaged(SplitEngine& e, FileState& st);
+Status RelinkStaged(SplitEngine& e, FileState& st, bool durable);
 // A file of the hidden directory: KIND-TAG-PAIR (s: staging, t: link).
 std::string Name(const char* kind, const std::string& tag, int pair);
 
@@ -90,6 +100,10 @@ class SplitFile final : public OverlayFile {
   Status Shrunk();
   Status ShrinkTo(uint64_t size);  // Shrunk, the kernel's size known
   Status CheckEnd(uint64_t end);
+  // The lock rule (SplitEngine::BeforeLock): after a lock call of this
+  // process, the file's size is taken from the kernel again (st.mu held).
+  bool Stale() const;
+  Status Revalidate();
   Result<uint64_t> KernelSize();
   Status Commit();
   // Moves staged bytes into the target. durable: logged and synced first

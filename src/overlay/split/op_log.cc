@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstddef>
@@ -31,14 +32,26 @@ OpLog::~OpLog() {
 
 Status OpLog::Create(int dir_fd) {
   std::random_device rd;
-  char name[64];
-  snprintf(name, sizeof name, "%d-%08x", static_cast<int>(getpid()), static_cast<unsigned>(rd()));
-  tag_ = name;
-  std::string file = "log-" + tag_;
-  fd_ = openat(dir_fd, file.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd_ < 0) return Status::FromErrno("overlay log " + file);
-  // Locked before it has any content: recovery never sees a live log unlocked.
-  if (flock(fd_, LOCK_EX | LOCK_NB) != 0) return Status::FromErrno("overlay log lock");
+  // Another process starting at the same moment may run its recovery
+  // between our create and our lock: it finds the new log unlocked and
+  // empty, takes it for a dead one and removes it (our flock then fails,
+  // or succeeds on the removed file). A new name then, a few times.
+  for (int tries = 0;; tries++) {
+    char name[64];
+    snprintf(name, sizeof name, "%d-%08x", static_cast<int>(getpid()), static_cast<unsigned>(rd()));
+    tag_ = name;
+    std::string file = "log-" + tag_;
+    fd_ = openat(dir_fd, file.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd_ < 0) return Status::FromErrno("overlay log " + file);
+    // Locked before it has any content: recovery never takes a log it
+    // finds locked, or one with content, for a new one.
+    struct stat sb{};
+    if (flock(fd_, LOCK_EX | LOCK_NB) == 0 && fstat(fd_, &sb) == 0 && sb.st_nlink > 0) break;
+    int err = errno;
+    close(fd_);
+    fd_ = -1;
+    if (tries == 7) return Status::Error(err ? err : EAGAIN, "overlay log lock");
+  }
   if (ftruncate(fd_, static_cast<off_t>(kLogBytes)) != 0) return Status::FromErrno("overlay log size");
   void* p = mmap(nullptr, kLogBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
   if (p == MAP_FAILED) return Status::FromErrno("overlay log map");

@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <set>
 #include <vector>
@@ -159,6 +160,9 @@ Result<bool> SplitEngine::RecoverLogFile(const std::string& name, int* held) {
 }
 
 Result<std::unique_ptr<OverlayFile>> SplitEngine::Adopt(int fd, int flags) {
+  // Read before the fstat: a lock call between the two leaves the size
+  // taken here marked as older than that lock (re-read on first use).
+  const uint64_t epoch0 = epoch();
   struct stat sb{};
   if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
     int e = errno ? errno : EINVAL;
@@ -175,6 +179,7 @@ Result<std::unique_ptr<OverlayFile>> SplitEngine::Adopt(int fd, int flags) {
       slot->dev = sb.st_dev;
       slot->ino = sb.st_ino;
       slot->ksize = static_cast<uint64_t>(sb.st_size);
+      slot->epoch = epoch0;  // unshared until mu_ is released
       slot->block = sb.st_blksize > 0 ? static_cast<uint64_t>(sb.st_blksize) : 4096;
     } else if (slot->refs == 0) {
       revive = true;
@@ -187,7 +192,10 @@ Result<std::unique_ptr<OverlayFile>> SplitEngine::Adopt(int fd, int flags) {
   int reopen_errno = 0;
   {
     std::lock_guard<std::mutex> g(st->mu);
-    if (revive) Revive(*st, static_cast<uint64_t>(sb.st_size));
+    if (revive) {
+      Revive(*st, static_cast<uint64_t>(sb.st_size));
+      st->epoch = epoch0;
+    }
     // The state's own descriptors, without O_APPEND: O_RDWR when the
     // permissions allow (writable maps), else what this open was allowed.
     int acc = flags & O_ACCMODE;
@@ -287,6 +295,25 @@ void SplitEngine::DropStaging(FileState& st, bool all) {
 
 Status SplitEngine::FixStatFd(int, struct stat* st) { return FixStat(nullptr, st); }
 
+void SplitEngine::BeforeLock() {
+  // Cleared before the files are looked at: a file staged meanwhile sets
+  // it again and is published by the next lock call (or this one).
+  if (!maybe_staged_.exchange(false, std::memory_order_acq_rel)) return;
+  std::vector<std::shared_ptr<FileState>> open;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    for (auto& [key, st] : files_)
+      if (st->refs > 0) open.push_back(st);
+  }
+  // mu_ released first: Release takes mu_ then a file's mu, never the reverse.
+  for (auto& st : open) {
+    std::lock_guard<std::mutex> g(st->mu);
+    // A relink that fails leaves the bytes staged (the file's fsync or
+    // close reports the error); the next lock call tries again.
+    if (!RelinkStaged(*this, *st, opt_.mode != Mode::kPosix).ok()) NoteStaged();
+  }
+}
+
 Status SplitEngine::FixStat(const char*, struct stat* sb) {
   if (!S_ISREG(sb->st_mode)) return Status::Ok();
   std::shared_ptr<FileState> st;
@@ -299,7 +326,18 @@ Status SplitEngine::FixStat(const char*, struct stat* sb) {
     st = it->second;
   }
   std::lock_guard<std::mutex> g(st->mu);
-  uint64_t size = st->Size();
+  const auto kernel = static_cast<uint64_t>(sb->st_size);
+  uint64_t size = kernel;
+  if (st->Staged()) {
+    // What this process wrote, not yet in the kernel's file (as it would be
+    // after a kernel write); more if another process wrote past it.
+    size = std::max(st->Size(), kernel);
+  } else if (kernel != st->ksize) {
+    // Another process changed the size: the kernel's answer stands, and
+    // the file's next call here takes it too (a program that saw the new
+    // size in a stat reads up to it, as through the kernel).
+    st->epoch = 0;
+  }
   sb->st_size = static_cast<off_t>(size);
   auto blocks = static_cast<blkcnt_t>((size + 511) / 512);
   if (sb->st_blocks < blocks) sb->st_blocks = blocks;

@@ -31,9 +31,14 @@
 //     faulted in writable): the next file given that pair writes into
 //     resident pages instead of faulting each one. Its pair's newest log
 //     entry is a done (or none, posix), so recovery ignores its content.
-// Not covered: another process changing the file's size through the kernel
-// while this one has it open (its cached size goes stale; a shrink can make
-// a read through a map fault).
+// Across processes (docs/OVERLAY.md "Several processes"): a lock call of
+// the process, on any descriptor, is a coherence point, as NFS makes it.
+// BeforeLock relinks every file's staged bytes, so the next holder of the
+// lock in another process finds them in the kernel's file; AfterLock bumps
+// epoch_, and each file's next call compares its FileState::epoch and
+// takes the kernel's size afresh (one fstat) when they differ. Without
+// locks, another process's change of the size is seen at the last-page
+// check (CheckEnd), a fault, a stat that shows it (FixStat), or reopening.
 #pragma once
 
 #include <sys/stat.h>
@@ -82,6 +87,14 @@ class SplitEngine final : public Engine {
   Result<std::unique_ptr<OverlayFile>> Adopt(int fd, int flags) override;
   Status FixStat(const char* path, struct stat* st) override;
   Status FixStatFd(int fd, struct stat* st) override;
+  void BeforeLock() override;
+  void AfterLock() override { epoch_.fetch_add(1, std::memory_order_acq_rel); }
+
+  // The lock epoch (FileState::epoch); starts at 1, so 0 is never current.
+  uint64_t epoch() const { return epoch_.load(std::memory_order_acquire); }
+  // A file went from nothing staged to staged (st.mu held): the next
+  // BeforeLock has something to publish.
+  void NoteStaged() { maybe_staged_.store(true, std::memory_order_release); }
 
   RelinkMethod method() const { return method_.load(std::memory_order_relaxed); }
   const char* fs_name() const { return fs_name_; }
@@ -127,6 +140,8 @@ class SplitEngine final : public Engine {
   std::string method_note_;  // why a cheaper method was not taken
   RecoveryReport recovery_;
   OpLog log_;
+  std::atomic<uint64_t> epoch_{1};
+  std::atomic<bool> maybe_staged_{false};  // some file may have staged bytes
   std::mutex mu_;  // files_
   std::map<std::pair<dev_t, ino_t>, std::shared_ptr<FileState>> files_;
   std::list<std::shared_ptr<FileState>> idle_;  // under mu_, most recently closed first

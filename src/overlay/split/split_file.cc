@@ -169,10 +169,37 @@ Status SplitFile::CheckEnd(uint64_t end) {
   return Status::Ok();
 }
 
+// After a lock call of this process (SplitEngine::BeforeLock), another
+// process may have changed the file while holding that lock: its appends
+// are in the kernel's file (it relinked them before unlocking), so the
+// kernel's size is taken again, once per file per lock call. A shrink is
+// taken as Shrunk takes it. Growth while this process has bytes staged
+// (written since its last lock call, so not under the lock another
+// process wrote under) puts them in first, at their offsets, then adopts
+// the larger size.
+// Callers test Stale() first: one load and compare, no Status made, on the
+// path of every read and write.
+inline bool SplitFile::Stale() const { return st_->epoch != engine_->epoch(); }
+
+Status SplitFile::Revalidate() {
+  FileState& st = *st_;
+  const uint64_t e = engine_->epoch();
+  auto size = KernelSize();
+  if (!size.ok()) return size.status();
+  st.epoch = e;  // a lock call since the load leaves it behind again
+  if (*size < st.ksize) return ShrinkTo(*size);
+  if (*size > st.ksize) {
+    MAPFS_RETURN_IF_ERROR(RelinkLocked(engine_->mode() != Mode::kPosix));
+    if (*size > st.ksize) st.ksize = *size;
+  }
+  return Status::Ok();
+}
+
 Result<size_t> SplitFile::Pread(void* buf, size_t n, uint64_t off) {
   if (!readable()) return Status::Error(EBADF, "overlay: not open for reading");
   FileState& st = *st_;
   std::lock_guard<std::mutex> g(st.mu);
+  if (Stale()) MAPFS_RETURN_IF_ERROR(Revalidate());
   if (n > 0 && off < UINT64_MAX - n) MAPFS_RETURN_IF_ERROR(CheckEnd(off + n));
   for (int tries = 0;; tries++) {
     uint64_t size = st.Size();
@@ -224,28 +251,31 @@ Status SplitFile::KernelWrite(const char* buf, size_t n, uint64_t off) {
 }
 
 // The commit of everything staged (sync and strict modes: each call durable).
-Status SplitFile::Commit() {
-  FileState& st = *st_;
+Status CommitStaged(SplitEngine& e, FileState& st) {
   uint64_t s0 = st.sbase - st.salign, n = st.send - st.sbase;
   auto a = reinterpret_cast<uintptr_t>(st.smap + s0) & ~uintptr_t{4095};
   if (msync(reinterpret_cast<void*>(a), reinterpret_cast<uintptr_t>(st.smap + s0 + n) - a, MS_SYNC) != 0)
     return Status::FromErrno("overlay: msync staging");
-  LogEntry e{};
-  e.kind = static_cast<uint16_t>(EntryKind::kCommit);
-  e.method = static_cast<uint16_t>(engine_->method());
-  e.pair = static_cast<uint64_t>(st.pair);
-  e.off = st.sbase;
-  e.len = n;
-  e.new_size = st.send;
-  e.stage_off = s0;
-  return engine_->log().Append(e);
+  LogEntry le{};
+  le.kind = static_cast<uint16_t>(EntryKind::kCommit);
+  le.method = static_cast<uint16_t>(e.method());
+  le.pair = static_cast<uint64_t>(st.pair);
+  le.off = st.sbase;
+  le.len = n;
+  le.new_size = st.send;
+  le.stage_off = s0;
+  return e.log().Append(le);
 }
 
-// Bytes at or past ksize: into staging (st.mu held).
+Status SplitFile::Commit() { return CommitStaged(*engine_, *st_); }
+
+// Bytes at or past ksize, starting at or before the content's end (no
+// hole: WriteLocked): into staging (st.mu held).
 Status SplitFile::StageBytes(const char* buf, size_t n, uint64_t off) {
   FileState& st = *st_;
   uint64_t end = off + n;
   if (!st.Staged()) {
+    engine_->NoteStaged();
     st.sbase = st.send = st.ksize;
     st.salign = st.ksize / st.block * st.block;
   }
@@ -257,7 +287,6 @@ Status SplitFile::StageBytes(const char* buf, size_t n, uint64_t off) {
   if (end - st.salign > kStagingBytes || st.no_staging || engine_->EnsureStaging(st, fd_).code() != 0)
     return KernelWrite(buf, n, off);  // larger than staging, or no staging: the kernel's path
   Prefault(st, end - st.salign);
-  if (off > st.send) std::memset(st.smap + (st.send - st.salign), 0, off - st.send);  // a hole
   if (engine_->mode() != Mode::kPosix) {
     medium::CopyNt(st.smap + (off - st.salign), buf, n);
     medium::Fence();
@@ -303,6 +332,7 @@ Result<size_t> SplitFile::WriteLocked(const char* buf, size_t n, uint64_t off) {
   FileState& st = *st_;
   if (n == 0) return size_t{0};
   const size_t total = n;
+  if (Stale()) MAPFS_RETURN_IF_ERROR(Revalidate());
   if (off < st.ksize) MAPFS_RETURN_IF_ERROR(CheckEnd(off + n));
   uint64_t end = off + n;
   if (off < st.ksize && engine_->mode() == Mode::kStrict) {
@@ -328,6 +358,24 @@ Result<size_t> SplitFile::WriteLocked(const char* buf, size_t n, uint64_t off) {
     off += k;
     n -= k;
   }
+  if (n > 0 && off > st.Size()) {
+    // A write past the end leaves a hole. Staged, the hole would be zeros
+    // that the relink copies over whatever another process wrote there
+    // meanwhile (SQLite grows its -shm file by one-byte writes at the end
+    // of each page while other processes store into it through their maps);
+    // the kernel's own write leaves it a hole. Staged bytes go in first, so
+    // the file's bytes keep the order they were written in.
+    MAPFS_RETURN_IF_ERROR(RelinkLocked(engine_->mode() != Mode::kPosix));
+    if (engine_->mode() == Mode::kStrict) {
+      Status s = StrictOverwrite(buf, n, off);  // committed whole, as every strict append
+      if (s.code() != EFBIG) {
+        MAPFS_RETURN_IF_ERROR(s);
+        return total;
+      }
+    }
+    MAPFS_RETURN_IF_ERROR(KernelWrite(buf, n, off));
+    return total;
+  }
   if (n > 0) MAPFS_RETURN_IF_ERROR(StageBytes(buf, n, off));
   return total;
 }
@@ -341,6 +389,7 @@ Result<size_t> SplitFile::Pwrite(const void* buf, size_t n, uint64_t off) {
 Result<uint64_t> SplitFile::Append(const void* buf, size_t n) {
   if (!writable()) return Status::Error(EBADF, "overlay: not open for writing");
   std::lock_guard<std::mutex> g(st_->mu);
+  if (Stale()) MAPFS_RETURN_IF_ERROR(Revalidate());  // the end is another process's, if it appended under a lock
   uint64_t off = st_->Size();
   auto r = WriteLocked(static_cast<const char*>(buf), n, off);
   if (!r.ok()) return r.status();
@@ -349,36 +398,39 @@ Result<uint64_t> SplitFile::Append(const void* buf, size_t n) {
 
 Result<uint64_t> SplitFile::Size() {
   std::lock_guard<std::mutex> g(st_->mu);
+  if (Stale()) MAPFS_RETURN_IF_ERROR(Revalidate());
   return st_->Size();
 }
 
-Status SplitFile::RelinkLocked(bool durable) {
-  FileState& st = *st_;
+// Moves what is staged into the target (st.mu held).
+Status RelinkStaged(SplitEngine& e, FileState& st, bool durable) {
   if (!st.Staged()) return Status::Ok();
   uint64_t off = st.sbase, len = st.send - st.sbase, soff = st.sbase - st.salign;
-  if (durable && engine_->mode() == Mode::kPosix) MAPFS_RETURN_IF_ERROR(Commit());  // sync/strict: done per call
-  if (engine_->method() == RelinkMethod::kMoveExtents) {
+  if (durable && e.mode() == Mode::kPosix) MAPFS_RETURN_IF_ERROR(CommitStaged(e, st));  // sync/strict: done per call
+  if (e.method() == RelinkMethod::kMoveExtents) {
     // Dirty pages of the donor make the kernel refuse the move (EBUSY).
     auto a = reinterpret_cast<uintptr_t>(st.smap + soff) & ~uintptr_t{4095};
     if (msync(reinterpret_cast<void*>(a), reinterpret_cast<uintptr_t>(st.smap + soff + len) - a, MS_SYNC) != 0)
       return Status::FromErrno("overlay: msync staging");
   }
   RelinkMethod used;
-  Status r = Relink(engine_->method(), st.wfd, st.sfd, off, len, soff, st.block, &used, st.smap);
+  Status r = Relink(e.method(), st.wfd, st.sfd, off, len, soff, st.block, &used, st.smap);
   if (!r.ok()) return r;
-  if (used != engine_->method()) engine_->RefusedMethod();
+  if (used != e.method()) e.RefusedMethod();
   st.ksize = st.send;
   st.sbase = st.send = st.ksize;
-  if (used == RelinkMethod::kMoveExtents) engine_->DropStaging(st, false);  // holds the target's old blocks now
-  if (durable || engine_->mode() != Mode::kPosix) {
+  if (used == RelinkMethod::kMoveExtents) e.DropStaging(st, false);  // holds the target's old blocks now
+  if (durable || e.mode() != Mode::kPosix) {
     if (fdatasync(st.wfd) != 0) return Status::FromErrno("overlay: fdatasync");
     LogEntry d{};
     d.kind = static_cast<uint16_t>(EntryKind::kDone);
     d.pair = static_cast<uint64_t>(st.pair);
-    if (st.pair >= 0) MAPFS_RETURN_IF_ERROR(engine_->log().Append(d));
+    if (st.pair >= 0) MAPFS_RETURN_IF_ERROR(e.log().Append(d));
   }
   return Status::Ok();
 }
+
+Status SplitFile::RelinkLocked(bool durable) { return RelinkStaged(*engine_, *st_, durable); }
 
 Status SplitFile::Truncate(uint64_t size) {
   if (!writable()) return Status::Error(EINVAL, "overlay: not open for writing");
