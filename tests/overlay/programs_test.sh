@@ -95,6 +95,26 @@ with open("sp", "wb") as f:
     os.close(dst); os.close(src); os.close(r); os.close(w)
 with open("sp2", "rb") as f:
     print(f.read())
+# A record lock survives the process's later opens of the file (a second
+# SQLite connection): closing any descriptor of a file releases the
+# process's locks on it, so the shim must never make and close a
+# temporary one (it did, dup-then-move, at every overlay open).
+import fcntl, sys
+lk = os.open("lk", os.O_RDWR | os.O_CREAT, 0o644)
+os.write(lk, b"x" * 4096)
+fcntl.lockf(lk, fcntl.LOCK_EX, 100, 0)
+again, ro = os.open("lk", os.O_RDWR), os.open("lk", os.O_RDONLY)
+sys.stdout.flush()
+pid = os.fork()
+if pid == 0:
+    other = os.open("lk", os.O_RDWR)
+    try:
+        fcntl.lockf(other, fcntl.LOCK_EX | fcntl.LOCK_NB, 100, 0)
+        print("lock lost at a second open", flush=True)
+    except OSError:
+        print("lock held across a second open", flush=True)
+    os._exit(0)
+os.waitpid(pid, 0)
 EOP
 EOS
 
