@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
+#include <vector>
 #include <linux/falloc.h>
 #include <deque>
 #include <map>
@@ -19,11 +21,86 @@ namespace mapfs::overlay {
 namespace {
 
 using vrt::VFile;
+using Key = std::pair<dev_t, ino_t>;
+
+// The inodes this process has open through the engine, and the engine's
+// own descriptors of them waiting to be closed.
+//
+// Why: a process's POSIX record locks (fcntl F_SETLK, what SQLite locks
+// with) on a file are all released when the process closes ANY descriptor
+// of that file. The engine opens files of its own (a stat by path reads the
+// header; a write-only descriptor is reopened to read it; a format reopens
+// read-write): closing one of those while the application holds locks on
+// the file silently dropped them, and two SQLite processes then wrote at
+// once (lost commits, "database disk image is malformed"). Invariant: the
+// engine closes a descriptor of its own on an inode only while the process
+// has no descriptor of that inode open through the engine; otherwise the
+// close waits for the application's last close of the inode (which releases
+// the locks anyway). Descriptors the process opened outside the shim are
+// not seen (docs/OVERLAY.md, "Locks").
+class Opens {
+ public:
+  void Hold(const Key& k) {
+    std::lock_guard<std::mutex> g(mu_);
+    n_[k]++;
+  }
+  void Release(const Key& k) {
+    std::vector<int> fds;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      auto it = n_.find(k);
+      if (it == n_.end() || --it->second > 0) return;
+      n_.erase(it);
+      for (auto d = deferred_.find(k); d != deferred_.end() && d->first == k; d = deferred_.erase(d))
+        fds.push_back(d->second);
+    }
+    for (int fd : fds) close(fd);
+  }
+  bool IsOpen(const Key& k) {
+    std::lock_guard<std::mutex> g(mu_);
+    return n_.count(k) != 0;
+  }
+  // Closes the engine's own descriptor `fd` of inode `k` now, or at the
+  // application's last close of `k` if it has the inode open.
+  void Close(const Key& k, int fd) {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      if (n_.count(k) != 0) {
+        deferred_.emplace(k, fd);
+        return;
+      }
+    }
+    close(fd);
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<Key, int> n_;
+  std::multimap<Key, int> deferred_;
+};
+
+// One application descriptor's hold on its inode in Opens, dropped once at
+// Close or destruction.
+class OpenRef {
+ public:
+  OpenRef(std::shared_ptr<Opens> o, Key k) : opens_(std::move(o)), key_(k) {}
+  ~OpenRef() { Drop(); }
+  OpenRef(const OpenRef&) = delete;
+  OpenRef& operator=(const OpenRef&) = delete;
+  void Drop() {
+    if (opens_) opens_->Release(key_);
+    opens_.reset();
+  }
+
+ private:
+  std::shared_ptr<Opens> opens_;
+  Key key_;
+};
 
 // A file without the format's magic: the kernel serves it.
 class PlainFile final : public OverlayFile {
  public:
-  explicit PlainFile(int fd) : fd_(fd) {}
+  PlainFile(int fd, std::unique_ptr<OpenRef> ref) : fd_(fd), ref_(std::move(ref)) {}
   ~PlainFile() override {
     if (fd_ >= 0) close(fd_);
   }
@@ -75,13 +152,16 @@ class PlainFile final : public OverlayFile {
   Status Close() override {
     int fd = fd_;
     fd_ = -1;
-    if (close(fd) != 0) return Status::FromErrno("close");
+    int r = close(fd);
+    ref_->Drop();  // after the close: it may close the engine's own descriptors
+    if (r != 0) return Status::FromErrno("close");
     return Status::Ok();
   }
   int fd() const override { return fd_; }
 
  private:
   int fd_;
+  std::unique_ptr<OpenRef> ref_;  // destroyed after the destructor's close
 };
 
 // A virtualized file: the application's descriptor (kept for fstat, locks),
@@ -92,8 +172,9 @@ class VirtualFile final : public OverlayFile {
   // may_write: the description is open O_RDWR (what a shared map's
   // mprotect(PROT_WRITE) needs).
   VirtualFile(int fd, std::shared_ptr<VFile> f, std::shared_ptr<vrt::ViewList> views,
-              vrt::ViewRegistry* registry, bool may_write)
-      : fd_(fd), f_(std::move(f)), views_(std::move(views)), registry_(registry), may_write_(may_write) {}
+              vrt::ViewRegistry* registry, bool may_write, std::unique_ptr<OpenRef> ref)
+      : fd_(fd), f_(std::move(f)), views_(std::move(views)), registry_(registry), may_write_(may_write),
+        ref_(std::move(ref)) {}
   ~VirtualFile() override {
     if (fd_ >= 0) close(fd_);
   }
@@ -189,6 +270,7 @@ class VirtualFile final : public OverlayFile {
     int fd = fd_;
     fd_ = -1;
     if (close(fd) != 0 && st.ok()) st = Status::FromErrno("close");
+    ref_->Drop();
     return st;
   }
   int fd() const override { return fd_; }
@@ -201,6 +283,7 @@ class VirtualFile final : public OverlayFile {
   std::shared_ptr<vrt::ViewList> views_;
   vrt::ViewRegistry* registry_;
   bool may_write_;
+  std::unique_ptr<OpenRef> ref_;
 };
 
 Status VirtualFile::WriteZeros(uint64_t off, uint64_t end) {
@@ -256,17 +339,41 @@ class VirtualEngine final : public Engine {
   bool ViewsMeet(const void* addr, size_t len) override { return views_.Meets(addr, len); }
 
   Result<std::unique_ptr<OverlayFile>> Adopt(int fd, int flags) override {
-    auto r = AdoptInner(fd, flags);
-    if (!r.ok()) close(fd);
+    struct stat st {};
+    if (fstat(fd, &st) != 0) {
+      Status s = Status::FromErrno("fstat");
+      close(fd);
+      return s;
+    }
+    // Held from here: the engine's own descriptors of this inode opened
+    // while adopting are closed only after the application's last close.
+    Key k{st.st_dev, st.st_ino};
+    opens_->Hold(k);
+    auto ref = std::make_unique<OpenRef>(opens_, k);
+    auto r = AdoptInner(fd, flags, st, ref);
+    if (!r.ok()) {
+      close(fd);
+      ref.reset();  // after the close
+    }
     return r;
   }
 
   Status FixStat(const char* path, struct stat* st) override {
     if (!S_ISREG(st->st_mode) || st->st_size < 64) return Status::Ok();
+    Key k{st->st_dev, st->st_ino};
+    // A file this process holds answers without an open of its own: closing
+    // that descriptor would release the process's record locks (Opens).
+    if (std::shared_ptr<VFile> f = Find(k)) {
+      auto size = f->Size();
+      if (!size.ok()) return size.status();
+      st->st_size = static_cast<off_t>(*size);
+      return Status::Ok();
+    }
+    if (opens_->IsOpen(k)) return Status::Ok();  // open here and plain: the kernel's
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return Status::Ok();  // unreadable: the kernel's view stands
     Status s = FixStatOpen(fd, st);
-    close(fd);
+    opens_->Close(k, fd);
     return s;
   }
 
@@ -278,7 +385,6 @@ class VirtualEngine final : public Engine {
   }
 
  private:
-  using Key = std::pair<dev_t, ino_t>;
 
   // Keeps `f` attached after its last close (under mu_), as the split
   // engine keeps its maps: reopening the file then costs no mmap, no replay
@@ -333,17 +439,16 @@ class VirtualEngine final : public Engine {
     return it == files_.end() ? nullptr : it->second.lock();
   }
 
-  Result<std::unique_ptr<OverlayFile>> AdoptInner(int fd, int flags) {
-    struct stat st {};
-    if (fstat(fd, &st) != 0) return Status::FromErrno("fstat");
-    if (!S_ISREG(st.st_mode)) return std::unique_ptr<OverlayFile>(new PlainFile(fd));
+  Result<std::unique_ptr<OverlayFile>> AdoptInner(int fd, int flags, struct stat st, std::unique_ptr<OpenRef>& ref) {
+    const Key key{st.st_dev, st.st_ino};
+    if (!S_ISREG(st.st_mode)) return std::unique_ptr<OverlayFile>(new PlainFile(fd, std::move(ref)));
     bool writable = (flags & O_ACCMODE) != O_RDONLY;
     bool trunc = writable && (flags & O_TRUNC);
     if (trunc && st.st_size != 0) {
       // The shim left O_TRUNC to us (TruncatesAtAdopt): a plain file is
       // emptied by the kernel (and then formatted below), a virtualized one
       // through its log, after attaching.
-      auto v = IsVirtualizedAny(fd);
+      auto v = IsVirtualizedAny(fd, key);
       if (!v.ok()) return v.status();
       if (!*v) {
         if (ftruncate(fd, 0) != 0) return Status::FromErrno("virtual: O_TRUNC");
@@ -367,15 +472,16 @@ class VirtualEngine final : public Engine {
         if (fstat(rw, &now) == 0 && now.st_size == 0) s = vrt::Format(rw);
         flock(rw, LOCK_UN);
       }
-      close(rw);
+      opens_->Close(key, rw);
       MAPFS_RETURN_IF_ERROR(s);
     }
-    auto v = IsVirtualizedAny(fd);
+    auto v = IsVirtualizedAny(fd, key);
+    if (v.ok() && !*v && st.st_size != 0) v = SettledFormat(fd, key);
     if (!v.ok()) return v.status();
     if (!*v) {
       std::lock_guard<std::mutex> g(mu_);
       Forget({st.st_dev, st.st_ino});
-      return std::unique_ptr<OverlayFile>(new PlainFile(fd));
+      return std::unique_ptr<OverlayFile>(new PlainFile(fd, std::move(ref)));
     }
     std::shared_ptr<VFile> f;
     {
@@ -391,7 +497,7 @@ class VirtualEngine final : public Engine {
           if (src < 0) return Status::FromErrno("virtual: reopen a write-only descriptor");
         }
         auto a = VFile::Attach(src, writable || (f && f->writable()), opt_.mode);
-        if (src != fd) close(src);
+        if (src != fd) opens_->Close(key, src);
         if (!a.ok()) return a.status();
         f = std::shared_ptr<VFile>(std::move(*a));
         files_[k] = f;
@@ -406,22 +512,52 @@ class VirtualEngine final : public Engine {
       MAPFS_RETURN_IF_ERROR(s);
     }
     return std::unique_ptr<OverlayFile>(
-        new VirtualFile(fd, std::move(f), std::move(views), &views_, (flags & O_ACCMODE) == O_RDWR));
+        new VirtualFile(fd, std::move(f), std::move(views), &views_, (flags & O_ACCMODE) == O_RDWR, std::move(ref)));
   }
 
-  static Result<bool> IsVirtualizedAny(int fd) {
+  // A file without magic whose first 64 bytes are zeros may be one another
+  // process is formatting (Format grows the file, then writes the header
+  // last, under flock LOCK_EX): served as plain, its metadata would be its
+  // content. Waits for the format (a shared flock on a descriptor of its
+  // own) and looks again. Bounded, non-blocking attempts: the holder of
+  // the flock may be this very process (the application's own flock on
+  // the file), and then the file stays what it is.
+  Result<bool> SettledFormat(int fd, const Key& key) {
+    int ro = open(("/proc/self/fd/" + std::to_string(fd)).c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (ro < 0) return false;  // unreadable: as before, plain
+    char head[64];
+    static const char kZero[64] = {};
+    Result<bool> v = false;
+    if (pread(ro, head, sizeof(head), 0) == static_cast<ssize_t>(sizeof(head)) &&
+        std::memcmp(head, kZero, sizeof(head)) == 0) {
+      for (int i = 0; i < 2000; i++) {  // 2 s: a format is a few system calls
+        if (flock(ro, LOCK_SH | LOCK_NB) == 0) {
+          v = vrt::IsVirtualized(ro);
+          flock(ro, LOCK_UN);
+          break;
+        }
+        if (errno != EWOULDBLOCK) break;
+        usleep(1000);
+      }
+    }
+    opens_->Close(key, ro);
+    return v;
+  }
+
+  Result<bool> IsVirtualizedAny(int fd, const Key& key) {
     auto v = vrt::IsVirtualized(fd);
     if (!v.ok() && v.status().code() == EBADF) {
       // A write-only descriptor: look through a read-only one.
       int ro = open(("/proc/self/fd/" + std::to_string(fd)).c_str(), O_RDONLY | O_CLOEXEC);
       if (ro < 0) return Status::FromErrno("virtual: reopen to read the header");
       v = vrt::IsVirtualized(ro);
-      close(ro);
+      opens_->Close(key, ro);
     }
     return v;
   }
 
   Options opt_;
+  std::shared_ptr<Opens> opens_ = std::make_shared<Opens>();
   std::mutex mu_;
   std::map<Key, std::weak_ptr<VFile>> files_;
   std::map<Key, std::weak_ptr<vrt::ViewList>> lists_;
