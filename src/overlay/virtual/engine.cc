@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "overlay/virtual/virtual_engine.h"
+#include "overlay/virtual/vdirect.h"
 #include "overlay/virtual/vview.h"
 
 namespace mapfs::overlay {
@@ -172,9 +173,9 @@ class VirtualFile final : public OverlayFile {
   // may_write: the description is open O_RDWR (what a shared map's
   // mprotect(PROT_WRITE) needs).
   VirtualFile(int fd, std::shared_ptr<VFile> f, std::shared_ptr<vrt::ViewList> views,
-              vrt::ViewRegistry* registry, bool may_write, std::unique_ptr<OpenRef> ref)
-      : fd_(fd), f_(std::move(f)), views_(std::move(views)), registry_(registry), may_write_(may_write),
-        ref_(std::move(ref)) {}
+              vrt::ViewRegistry* registry, vrt::DirectMaps* direct, bool may_write, std::unique_ptr<OpenRef> ref)
+      : fd_(fd), f_(std::move(f)), views_(std::move(views)), registry_(registry), direct_(direct),
+        may_write_(may_write), ref_(std::move(ref)) {}
   ~VirtualFile() override {
     if (fd_ >= 0) close(fd_);
   }
@@ -241,6 +242,17 @@ class VirtualFile final : public OverlayFile {
     // A copy of the content (vview.h): the stores of other maps of the file
     // in this process are written back first, so the copy holds them.
     if (!views_->empty()) MAPFS_RETURN_IF_ERROR(views_->WriteBack(off, off + len));
+    // A writable shared map: the file's own blocks (vdirect.h), so that
+    // other processes' maps, reads and writes of the file see its stores
+    // and it sees theirs. Read-only and private maps: a copy.
+    if ((flags & MAP_TYPE) != MAP_PRIVATE && (prot & PROT_WRITE)) {
+      if (flags & MAP_FIXED) {
+        MAPFS_RETURN_IF_ERROR(registry_->Unmap(addr, len));  // maps replaced there
+        direct_->Unmap(addr, len);
+      }
+      return direct_->Map(f_, addr, len, prot, flags, off);
+    }
+    if (flags & MAP_FIXED) direct_->Unmap(addr, len);
     return registry_->Map(f_, views_, addr, len, prot, flags, off, may_write_);
   }
   bool KernelIsContent() const override { return false; }
@@ -282,6 +294,7 @@ class VirtualFile final : public OverlayFile {
   std::shared_ptr<VFile> f_;
   std::shared_ptr<vrt::ViewList> views_;
   vrt::ViewRegistry* registry_;
+  vrt::DirectMaps* direct_;
   bool may_write_;
   std::unique_ptr<OpenRef> ref_;
 };
@@ -328,15 +341,21 @@ class VirtualEngine final : public Engine {
 
   bool TruncatesAtAdopt() const override { return true; }
   bool StatsByPath() const override { return true; }
-  bool HasViews() const override { return !views_.empty(); }
-  Status UnmapViews(void* addr, size_t len) override { return views_.Unmap(addr, len); }
+  // Direct maps (vdirect.h) are the kernel's maps of the file's blocks:
+  // msync is the kernel's; munmap and mprotect only need them known.
+  bool HasViews() const override { return !views_.empty() || !direct_.empty(); }
+  Status UnmapViews(void* addr, size_t len) override {
+    direct_.Unmap(addr, len);
+    return views_.Unmap(addr, len);
+  }
   Status SyncViews(void* addr, size_t len) override { return views_.Sync(addr, len); }
   int ProtectViews(void* addr, size_t len, int prot, int pkey) override {
+    if (!views_.Meets(addr, len)) return direct_.Protect(addr, len, prot, pkey);
     return views_.Protect(addr, len, prot, pkey);
   }
   void PrepareKernelStores(void* addr, size_t len) override { views_.Unprotect(addr, len); }
   void SyncAllViews() override { views_.SyncAll(); }
-  bool ViewsMeet(const void* addr, size_t len) override { return views_.Meets(addr, len); }
+  bool ViewsMeet(const void* addr, size_t len) override { return views_.Meets(addr, len) || direct_.Meets(addr, len); }
 
   Result<std::unique_ptr<OverlayFile>> Adopt(int fd, int flags) override {
     struct stat st {};
@@ -512,7 +531,8 @@ class VirtualEngine final : public Engine {
       MAPFS_RETURN_IF_ERROR(s);
     }
     return std::unique_ptr<OverlayFile>(
-        new VirtualFile(fd, std::move(f), std::move(views), &views_, (flags & O_ACCMODE) == O_RDWR, std::move(ref)));
+        new VirtualFile(fd, std::move(f), std::move(views), &views_, &direct_, (flags & O_ACCMODE) == O_RDWR,
+                        std::move(ref)));
   }
 
   // A file without magic whose first 64 bytes are zeros may be one another
@@ -564,6 +584,7 @@ class VirtualEngine final : public Engine {
   static constexpr size_t kKeep = 8;
   std::deque<std::pair<Key, std::shared_ptr<VFile>>> kept_;  // most recently adopted first
   vrt::ViewRegistry views_;
+  vrt::DirectMaps direct_;  // after views_: destroyed first (its registrations end)
 };
 
 }  // namespace
