@@ -547,12 +547,10 @@ class VirtualEngine final : public Engine {
     if (ro < 0) return false;  // unreadable: as before, plain
     char head[64];
     static const char kZero[64] = {};
-    Result<bool> v = false;
     if (pread(ro, head, sizeof(head), 0) == static_cast<ssize_t>(sizeof(head)) &&
         std::memcmp(head, kZero, sizeof(head)) == 0) {
       for (int i = 0; i < 2000; i++) {  // 2 s: a format is a few system calls
         if (flock(ro, LOCK_SH | LOCK_NB) == 0) {
-          v = vrt::IsVirtualized(ro);
           flock(ro, LOCK_UN);
           break;
         }
@@ -560,6 +558,9 @@ class VirtualEngine final : public Engine {
         usleep(1000);
       }
     }
+    // Looked at again in every case: the format may have ended between the
+    // caller's look and this one (the header is then there, not zeros).
+    Result<bool> v = vrt::IsVirtualized(ro);
     opens_->Close(key, ro);
     return v;
   }
