@@ -378,5 +378,45 @@ TEST(VirtualMultiProcess, ShrinkIsRefusedWhileAnotherProcessMapsTheFile) {
   EXPECT_TRUE(f->Truncate(4096).ok()) << "a shrink once the map is gone";
 }
 
+// The only process mapping a file may shrink it (fsx maps and truncates):
+// its map's pages past the new end read zeros and keep no block of the
+// file (so the blocks freed are mapped nowhere), the partial last page
+// reads zeros past the end, the file checks clean, and the map still
+// follows the file below the end.
+TEST(VirtualMultiProcess, TheSoleMapperMayShrinkTheFile) {
+  TempDir dir;
+  std::string path = dir.File("f");
+  auto e = MakeEngine(dir);
+  ASSERT_TRUE(e);
+  auto f = AdoptPath(*e, path, O_RDWR | O_CREAT);
+  ASSERT_TRUE(f);
+  std::string data(4 * 4096, 'd');
+  ASSERT_TRUE(f->Pwrite(data.data(), data.size(), 0).ok());
+  auto m = f->Map(nullptr, data.size(), PROT_READ | PROT_WRITE, MAP_SHARED, 0);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  char* map = static_cast<char*>(*m);
+  Status s = f->Truncate(4096 + 100);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(map[4096 + 99], 'd');
+  EXPECT_EQ(map[4096 + 100], 0) << "past the new end in the last page";
+  EXPECT_EQ(map[3 * 4096], 0) << "a page past the new end";
+  map[3 * 4096] = 'x';  // dropped: the page is no longer the file's
+  ASSERT_TRUE(f->Pwrite("after", 5, 10).ok());
+  EXPECT_EQ(std::memcmp(map + 10, "after", 5), 0) << "the map stopped following the file";
+  map[20] = 'M';
+  char c = 0;
+  ASSERT_TRUE(f->Pread(&c, 1, 20).ok());
+  EXPECT_EQ(c, 'M');
+  // Growing again: zeros, not the old bytes or the dropped store.
+  ASSERT_TRUE(f->Truncate(4 * 4096).ok());
+  std::string got(4 * 4096, '\0');
+  ASSERT_TRUE(f->Pread(got.data(), got.size(), 0).ok());
+  EXPECT_EQ(got.find_first_not_of('\0', 4096 + 100), std::string::npos);
+  std::string report;
+  EXPECT_TRUE(CheckFile(path, &report).ok()) << report;
+  EXPECT_TRUE(e->UnmapViews(map, data.size()).ok());
+  munmap(map, data.size());
+}
+
 }  // namespace
 }  // namespace mapfs::overlay::vrt::testing

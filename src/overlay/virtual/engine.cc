@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 #include <linux/falloc.h>
@@ -225,6 +226,7 @@ class VirtualFile final : public OverlayFile {
   Result<uint64_t> Size() override { return f_->Size(); }
   Status Truncate(uint64_t size) override {
     if (!views_->empty()) MAPFS_RETURN_IF_ERROR(views_->WriteBack(0, UINT64_MAX));
+    if (direct_ != nullptr) direct_->CutPast(f_.get(), size);  // a shrink must not free blocks this process maps
     auto t = views_->Begin();
     Status s = f_->Truncate(size);
     views_->Truncated(*f_, t, size);
@@ -245,14 +247,14 @@ class VirtualFile final : public OverlayFile {
     // A writable shared map: the file's own blocks (vdirect.h), so that
     // other processes' maps, reads and writes of the file see its stores
     // and it sees theirs. Read-only and private maps: a copy.
-    if ((flags & MAP_TYPE) != MAP_PRIVATE && (prot & PROT_WRITE)) {
+    if (direct_ != nullptr && (flags & MAP_TYPE) != MAP_PRIVATE && (prot & PROT_WRITE)) {
       if (flags & MAP_FIXED) {
         MAPFS_RETURN_IF_ERROR(registry_->Unmap(addr, len));  // maps replaced there
         direct_->Unmap(addr, len);
       }
       return direct_->Map(f_, addr, len, prot, flags, off);
     }
-    if (flags & MAP_FIXED) direct_->Unmap(addr, len);
+    if ((flags & MAP_FIXED) && direct_ != nullptr) direct_->Unmap(addr, len);
     return registry_->Map(f_, views_, addr, len, prot, flags, off, may_write_);
   }
   bool KernelIsContent() const override { return false; }
@@ -335,7 +337,14 @@ Status VirtualFile::Fallocate(int mode, uint64_t off, uint64_t len) {
 
 class VirtualEngine final : public Engine {
  public:
-  explicit VirtualEngine(const Options& o) : opt_(o) {}
+  // MAPFS_VIRTUAL_SHARED_MAPS=copy: writable shared maps are copies as
+  // before 2026-11-28 (coherent within the process only): for the tests
+  // of the copy machinery (dirty tracking), which read-only shared maps
+  // still use, and for comparisons. Default: direct (vdirect.h).
+  explicit VirtualEngine(const Options& o) : opt_(o) {
+    const char* e = std::getenv("MAPFS_VIRTUAL_SHARED_MAPS");
+    direct_maps_ = e == nullptr || std::strcmp(e, "copy") != 0;
+  }
   // At exit (the shim deletes the engine): stores through maps reach the file.
   ~VirtualEngine() override { views_.SyncAll(); }
 
@@ -526,12 +535,14 @@ class VirtualEngine final : public Engine {
     auto views = ViewsOf({st.st_dev, st.st_ino});
     if (trunc) {
       auto t = views->Begin();
+      direct_.CutPast(f.get(), 0);
       Status s = f->Truncate(0);
       views->Truncated(*f, t, 0);
       MAPFS_RETURN_IF_ERROR(s);
     }
     return std::unique_ptr<OverlayFile>(
-        new VirtualFile(fd, std::move(f), std::move(views), &views_, &direct_, (flags & O_ACCMODE) == O_RDWR,
+        new VirtualFile(fd, std::move(f), std::move(views), &views_, direct_maps_ ? &direct_ : nullptr,
+                        (flags & O_ACCMODE) == O_RDWR,
                         std::move(ref)));
   }
 
@@ -586,6 +597,7 @@ class VirtualEngine final : public Engine {
   std::deque<std::pair<Key, std::shared_ptr<VFile>>> kept_;  // most recently adopted first
   vrt::ViewRegistry views_;
   vrt::DirectMaps direct_;  // after views_: destroyed first (its registrations end)
+  bool direct_maps_ = true;
 };
 
 }  // namespace

@@ -63,6 +63,15 @@ bool AnySet(const uint64_t* words) {
 
 bool VFile::Mapped() const { return AnySet(mappers()->mappers); }
 
+bool VFile::OthersMapped() const {
+  const uint64_t me = static_cast<uint64_t>(getpid());
+  for (size_t i = 0; i < kSlots; i++) {
+    uint64_t w = persist::Load64(&mappers()->mappers[i]);
+    if (w != 0 && w != me) return true;
+  }
+  return false;
+}
+
 void VFile::ClearDead(uint64_t* words, size_t n) const {
   for (size_t i = 0; i < n; i++) {
     uint64_t pid = persist::Load64(&words[i]);
@@ -305,7 +314,7 @@ Result<void*> DirectMaps::Map(const std::shared_ptr<VFile>& f, void* addr, size_
     }
   }
   std::lock_guard<std::mutex> g(mu_);
-  by_addr_[reinterpret_cast<uintptr_t>(base)] = Piece{L, std::move(reg)};
+  by_addr_[reinterpret_cast<uintptr_t>(base)] = Piece{L, off, prot, std::move(reg)};
   n_.store(by_addr_.size(), std::memory_order_release);
   return b;
 }
@@ -326,11 +335,25 @@ void DirectMaps::Unmap(void* addr, size_t len) {
       }
       Piece p = it->second;
       it = by_addr_.erase(it);
-      if (s < lo) by_addr_[s] = Piece{lo - s, p.reg};
-      if (e > hi) it = by_addr_.emplace(hi, Piece{e - hi, p.reg}).first, ++it;
+      if (s < lo) by_addr_[s] = Piece{lo - s, p.off, p.prot, p.reg};
+      if (e > hi) it = by_addr_.emplace(hi, Piece{e - hi, p.off + (hi - s), p.prot, p.reg}).first, ++it;
       gone.push_back(std::move(p.reg));
     }
     n_.store(by_addr_.size(), std::memory_order_release);
+  }
+}
+
+void DirectMaps::CutPast(const VFile* f, uint64_t end) {
+  if (empty()) return;
+  const uint64_t from = (end + kBlockSize - 1) / kBlockSize * kBlockSize;
+  std::lock_guard<std::mutex> g(mu_);
+  for (auto& [addr, p] : by_addr_) {
+    if (p.reg->f.get() != f || p.off + p.len <= from) continue;
+    const uint64_t cut = std::max(from, p.off);
+    char* at = reinterpret_cast<char*>(addr) + (cut - p.off);
+    // Anonymous zeros over the cut pages, with the map's protection: no
+    // page of it maps the file's blocks any more.
+    (void)mmap(at, p.off + p.len - cut, p.prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
   }
 }
 

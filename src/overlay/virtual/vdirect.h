@@ -50,6 +50,12 @@ class DirectMaps {
   // a map all of whose pages are gone ends its registration.
   void Unmap(void* addr, size_t len);
   bool Meets(const void* addr, size_t len);
+  // Before this process shrinks `f` to `end`: the pages of its direct maps
+  // of `f` past the end become anonymous zeros (a kernel map would raise
+  // SIGBUS there; the copies read zeros and drop stores, and so do these
+  // now), so that the blocks the shrink frees are mapped by no page of the
+  // process (VFile::Truncate).
+  void CutPast(const VFile* f, uint64_t end);
   // The application's mprotect of a direct map: the kernel's, as is.
   int Protect(void* addr, size_t len, int prot, int pkey);
 
@@ -63,6 +69,8 @@ class DirectMaps {
   };
   struct Piece {
     size_t len;
+    uint64_t off;  // content offset of its first page
+    int prot;      // as mapped (an mprotect since is not followed: the cut pages get this)
     std::shared_ptr<Reg> reg;
   };
   std::mutex mu_;

@@ -193,15 +193,18 @@ class VFile {
   Result<size_t> WriteOnce(const char* buf, size_t n, uint64_t off, const uint64_t* expect_size, Pin* pin);
   // [vlo, vhi): the virtual blocks whose mapping the entry changes; with a
   // direct map of the file live, the commit is refused (kMappedNow) if one
-  // of them is mapped.
+  // of them is mapped, or with `sole_mapper` (a shrink by the only mapper,
+  // whose own maps no longer hold them) if another process maps the file.
   Status Commit(uint64_t entry, uint64_t* seq_out, const uint64_t* head, uint64_t head_v,
                 const uint64_t* tail, uint64_t tail_v, const uint64_t* expect_size, bool* retry_copy,
-                uint64_t vlo = 0, uint64_t vhi = 0);
+                uint64_t vlo = 0, uint64_t vhi = 0, bool sole_mapper = false);
   Status Durable(bool before_commit);
   // Direct maps (vdirect.cc). Mapped(): some mapper slot is set (one load
   // per word of two cache lines).
   pmem::MetaMappers* mappers() const { return reinterpret_cast<pmem::MetaMappers*>(base_ + pmem::kMappersOffset); }
   bool Mapped() const;
+  // Some process other than this one holds a mapper slot.
+  bool OthersMapped() const;
   // Clears the slots of `words` held by processes that are gone.
   void ClearDead(uint64_t* words, size_t n) const;
   // Whether a commit changing the mapping of virtual blocks [vlo, vhi)

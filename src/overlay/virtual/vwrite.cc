@@ -66,7 +66,7 @@ Status VFile::Durable(bool before_commit) {
 
 Status VFile::Commit(uint64_t entry, uint64_t* seq_out, const uint64_t* head, uint64_t head_v,
                      const uint64_t* tail, uint64_t tail_v, const uint64_t* expect_size, bool* retry_copy,
-                     uint64_t vlo, uint64_t vhi) {
+                     uint64_t vlo, uint64_t vhi, bool sole_mapper) {
   MetaShared* sh = shared();
   const uint32_t slots = hdr_.log_slots;
   for (;;) {
@@ -106,7 +106,9 @@ Status VFile::Commit(uint64_t entry, uint64_t* seq_out, const uint64_t* head, ui
     // was replayed: a mapper's registration is then either seen here, or
     // its barrier entry (DirectBegin) comes after s, and the mapper
     // replays this entry before it looks a block up (vdirect.cc).
-    if (vlo < vhi && Mapped()) {
+    if (vlo < vhi && sole_mapper) {
+      if (OthersMapped()) return Status::Error(kMappedNow, "virtual: another process maps the file");
+    } else if (vlo < vhi && Mapped()) {
       auto moves = MovesMapped(vlo, vhi);
       if (!moves.ok()) return moves.status();
       if (*moves) return Status::Error(kMappedNow, "virtual: a direct map holds a block of this write");
@@ -408,16 +410,22 @@ Status VFile::Truncate(uint64_t new_size) {
       Free(rec, 1);
       return Status::Ok();
     }
+    // A shrink frees the blocks it cuts, which a direct map may hold (its
+    // stores would then land in blocks reused for other content): refused
+    // while another live process holds one (docs/OVERLAY.md). This
+    // process's own direct maps were cut first by the engine (their pages
+    // past the new end no longer map the file: DirectMaps::CutPast), so
+    // the shrink then commits only if no other process registered
+    // meanwhile, and the partial last block is zeroed in place (it stays
+    // mapped).
+    bool sole = false;
     if (new_size < old && Mapped()) {
-      // A shrink frees the blocks it cuts, which a direct map may hold (its
-      // stores would then land in blocks reused for other content): refused
-      // while a process holds one (docs/OVERLAY.md). Slots of dead
-      // processes do not count.
       ClearDead(mappers()->mappers, 16);
-      if (Mapped()) {
+      if (OthersMapped()) {
         Free(rec, 1);
         return Status::Error(EBUSY, "virtual: truncate: another process holds a writable shared map of the file");
       }
+      sole = Mapped();
     }
     // Blocks past the end are never mapped (invariant), so shrinking unmaps
     // [ceil(new), ceil(old)) and rewrites a partial last block with zeros
@@ -433,6 +441,17 @@ Status VFile::Truncate(uint64_t new_size) {
     uint64_t pb = new_size / kBlockSize, pv = 0;
     uint32_t part = 0;
     bool partial = new_size < old && new_size % kBlockSize != 0;
+    if (partial && sole) {
+      // Zeros past the new end, in place (this process's maps see them, as
+      // a kernel map's last page reads zeros past the end).
+      auto m = Lookup(pb);
+      if (!m.ok()) return m.status();
+      if (TablePhys(*m) != 0) {
+        Touch(TablePhys(*m));
+        ZeroData(base_ + uint64_t{TablePhys(*m)} * kBlockSize + new_size % kBlockSize, kBlockSize - new_size % kBlockSize);
+      }
+      partial = false;
+    }
     if (partial) {
       auto m = Lookup(pb);
       if (!m.ok()) return m.status();
@@ -453,8 +472,10 @@ Status VFile::Truncate(uint64_t new_size) {
     MAPFS_RETURN_IF_ERROR(Durable(true));
     uint64_t seq = 0;
     bool retry = false;
+    // Sole mapper: the commit lands only if no other process maps the file
+    // by then (Commit checks the slots instead of the blocks).
     Status st = Commit(MakeIndirect(0, rec), &seq, partial ? &pb : nullptr, pv, nullptr, 0, &old, &retry,
-                       new_size < old ? pb : 0, new_size < old ? had : 0);
+                       new_size < old ? pb : 0, new_size < old ? had : 0, sole);
     if (retry || (!st.ok() && (st.code() == kSizeMoved || st.code() == kMappedNow))) {
       if (part != 0) Free(part, 1);
       continue;
