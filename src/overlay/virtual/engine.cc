@@ -64,10 +64,13 @@ class Opens {
   }
   // Closes the engine's own descriptor `fd` of inode `k` now, or at the
   // application's last close of `k` if it has the inode open.
+  // Bounded: past kMaxDeferred descriptors waiting on one inode (a program
+  // reopening a zero-headed plain file while holding it open), the close is
+  // done at once, as before.
   void Close(const Key& k, int fd) {
     {
       std::lock_guard<std::mutex> g(mu_);
-      if (n_.count(k) != 0) {
+      if (n_.count(k) != 0 && deferred_.count(k) < kMaxDeferred) {
         deferred_.emplace(k, fd);
         return;
       }
@@ -79,6 +82,7 @@ class Opens {
   std::mutex mu_;
   std::map<Key, int> n_;
   std::multimap<Key, int> deferred_;
+  static constexpr size_t kMaxDeferred = 16;
 };
 
 // One application descriptor's hold on its inode in Opens, dropped once at
@@ -579,7 +583,10 @@ class VirtualEngine final : public Engine {
   Result<bool> IsVirtualizedAny(int fd, const Key& key) {
     auto v = vrt::IsVirtualized(fd);
     if (!v.ok() && v.status().code() == EBADF) {
-      // A write-only descriptor: look through a read-only one.
+      // A write-only descriptor: look through the attached file's own
+      // descriptor if the process holds it (no new descriptor: Opens),
+      // else through a read-only one.
+      if (std::shared_ptr<VFile> f = Find(key)) return vrt::IsVirtualized(f->map_fd());
       int ro = open(("/proc/self/fd/" + std::to_string(fd)).c_str(), O_RDONLY | O_CLOEXEC);
       if (ro < 0) return Status::FromErrno("virtual: reopen to read the header");
       v = vrt::IsVirtualized(ro);
