@@ -2,6 +2,7 @@
 // and in-place writer slots, hole filling, writes in place).
 #include "overlay/virtual/vdirect.h"
 
+#include <emmintrin.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -61,7 +62,23 @@ bool AnySet(const uint64_t* words) {
 
 }  // namespace
 
-bool VFile::Mapped() const { return AnySet(mappers()->mappers); }
+// On every write's path (twice): the 16 words (two cache lines) ORed by
+// eight 16-byte loads, ~15 instructions, not 16 atomic loads with a branch
+// each (measured: those cost 3 % of the suite's instructions). Each word is stored whole (8-byte
+// aligned CAS), so a load of it sees 0 or a pid; the compiler barrier
+// makes the copy a fresh read from the file's page. The ordering the
+// protocol needs comes from the log (vfile.h: the commit CAS, the barrier
+// entry), not from this load.
+bool VFile::Mapped() const {
+  static_assert(sizeof(MetaMappers::mappers) == 8 * sizeof(__m128i));
+  asm volatile("" ::: "memory");
+  const __m128i* w = reinterpret_cast<const __m128i*>(mappers()->mappers);  // 64-byte aligned
+  __m128i any = _mm_or_si128(_mm_or_si128(_mm_or_si128(_mm_load_si128(w), _mm_load_si128(w + 1)),
+                                          _mm_or_si128(_mm_load_si128(w + 2), _mm_load_si128(w + 3))),
+                             _mm_or_si128(_mm_or_si128(_mm_load_si128(w + 4), _mm_load_si128(w + 5)),
+                                          _mm_or_si128(_mm_load_si128(w + 6), _mm_load_si128(w + 7))));
+  return _mm_movemask_epi8(_mm_cmpeq_epi8(any, _mm_setzero_si128())) != 0xffff;
+}
 
 bool VFile::OthersMapped() const {
   const uint64_t me = static_cast<uint64_t>(getpid());
