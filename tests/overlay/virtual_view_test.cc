@@ -64,6 +64,10 @@ class VirtualView : public ::testing::Test {
   // tracking with one map; AFilesFirstMapsAreNotWriteProtected restores the
   // default.
   void SetUp() override {
+    // These tests cover the copies (vview.h) and their dirty tracking:
+    // writable shared maps are direct by default (vdirect.h, tested in
+    // virtual_multiprocess_test.cc), copies when asked.
+    setenv("MAPFS_VIRTUAL_SHARED_MAPS", "copy", 1);
     setenv("MAPFS_OVERLAY_TRACK_FROM", "0", 1);
     auto e = NewVirtualEngine(Options{dir_.path(), EngineKind::kVirtual, Mode::kPosix});
     ASSERT_TRUE(e.ok()) << e.status().message();

@@ -6,6 +6,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
 #include <linux/falloc.h>
 #include <deque>
 #include <map>
@@ -13,17 +16,97 @@
 #include <utility>
 
 #include "overlay/virtual/virtual_engine.h"
+#include "overlay/virtual/vdirect.h"
 #include "overlay/virtual/vview.h"
 
 namespace mapfs::overlay {
 namespace {
 
 using vrt::VFile;
+using Key = std::pair<dev_t, ino_t>;
+
+// The inodes this process has open through the engine, and the engine's
+// own descriptors of them waiting to be closed.
+//
+// Why: a process's POSIX record locks (fcntl F_SETLK, what SQLite locks
+// with) on a file are all released when the process closes ANY descriptor
+// of that file. The engine opens files of its own (a stat by path reads the
+// header; a write-only descriptor is reopened to read it; a format reopens
+// read-write): closing one of those while the application holds locks on
+// the file silently dropped them, and two SQLite processes then wrote at
+// once (lost commits, "database disk image is malformed"). Invariant: the
+// engine closes a descriptor of its own on an inode only while the process
+// has no descriptor of that inode open through the engine; otherwise the
+// close waits for the application's last close of the inode (which releases
+// the locks anyway). Descriptors the process opened outside the shim are
+// not seen (docs/OVERLAY.md, "Locks").
+class Opens {
+ public:
+  void Hold(const Key& k) {
+    std::lock_guard<std::mutex> g(mu_);
+    n_[k]++;
+  }
+  void Release(const Key& k) {
+    std::vector<int> fds;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      auto it = n_.find(k);
+      if (it == n_.end() || --it->second > 0) return;
+      n_.erase(it);
+      for (auto d = deferred_.find(k); d != deferred_.end() && d->first == k; d = deferred_.erase(d))
+        fds.push_back(d->second);
+    }
+    for (int fd : fds) close(fd);
+  }
+  bool IsOpen(const Key& k) {
+    std::lock_guard<std::mutex> g(mu_);
+    return n_.count(k) != 0;
+  }
+  // Closes the engine's own descriptor `fd` of inode `k` now, or at the
+  // application's last close of `k` if it has the inode open.
+  // Bounded: past kMaxDeferred descriptors waiting on one inode (a program
+  // reopening a zero-headed plain file while holding it open), the close is
+  // done at once, as before.
+  void Close(const Key& k, int fd) {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      if (n_.count(k) != 0 && deferred_.count(k) < kMaxDeferred) {
+        deferred_.emplace(k, fd);
+        return;
+      }
+    }
+    close(fd);
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<Key, int> n_;
+  std::multimap<Key, int> deferred_;
+  static constexpr size_t kMaxDeferred = 16;
+};
+
+// One application descriptor's hold on its inode in Opens, dropped once at
+// Close or destruction.
+class OpenRef {
+ public:
+  OpenRef(std::shared_ptr<Opens> o, Key k) : opens_(std::move(o)), key_(k) {}
+  ~OpenRef() { Drop(); }
+  OpenRef(const OpenRef&) = delete;
+  OpenRef& operator=(const OpenRef&) = delete;
+  void Drop() {
+    if (opens_) opens_->Release(key_);
+    opens_.reset();
+  }
+
+ private:
+  std::shared_ptr<Opens> opens_;
+  Key key_;
+};
 
 // A file without the format's magic: the kernel serves it.
 class PlainFile final : public OverlayFile {
  public:
-  explicit PlainFile(int fd) : fd_(fd) {}
+  PlainFile(int fd, std::unique_ptr<OpenRef> ref) : fd_(fd), ref_(std::move(ref)) {}
   ~PlainFile() override {
     if (fd_ >= 0) close(fd_);
   }
@@ -75,13 +158,16 @@ class PlainFile final : public OverlayFile {
   Status Close() override {
     int fd = fd_;
     fd_ = -1;
-    if (close(fd) != 0) return Status::FromErrno("close");
+    int r = close(fd);
+    ref_->Drop();  // after the close: it may close the engine's own descriptors
+    if (r != 0) return Status::FromErrno("close");
     return Status::Ok();
   }
   int fd() const override { return fd_; }
 
  private:
   int fd_;
+  std::unique_ptr<OpenRef> ref_;  // destroyed after the destructor's close
 };
 
 // A virtualized file: the application's descriptor (kept for fstat, locks),
@@ -92,8 +178,9 @@ class VirtualFile final : public OverlayFile {
   // may_write: the description is open O_RDWR (what a shared map's
   // mprotect(PROT_WRITE) needs).
   VirtualFile(int fd, std::shared_ptr<VFile> f, std::shared_ptr<vrt::ViewList> views,
-              vrt::ViewRegistry* registry, bool may_write)
-      : fd_(fd), f_(std::move(f)), views_(std::move(views)), registry_(registry), may_write_(may_write) {}
+              vrt::ViewRegistry* registry, vrt::DirectMaps* direct, bool may_write, std::unique_ptr<OpenRef> ref)
+      : fd_(fd), f_(std::move(f)), views_(std::move(views)), registry_(registry), direct_(direct),
+        may_write_(may_write), ref_(std::move(ref)) {}
   ~VirtualFile() override {
     if (fd_ >= 0) close(fd_);
   }
@@ -143,6 +230,7 @@ class VirtualFile final : public OverlayFile {
   Result<uint64_t> Size() override { return f_->Size(); }
   Status Truncate(uint64_t size) override {
     if (!views_->empty()) MAPFS_RETURN_IF_ERROR(views_->WriteBack(0, UINT64_MAX));
+    if (direct_ != nullptr) direct_->CutPast(f_.get(), size);  // a shrink must not free blocks this process maps
     auto t = views_->Begin();
     Status s = f_->Truncate(size);
     views_->Truncated(*f_, t, size);
@@ -160,6 +248,17 @@ class VirtualFile final : public OverlayFile {
     // A copy of the content (vview.h): the stores of other maps of the file
     // in this process are written back first, so the copy holds them.
     if (!views_->empty()) MAPFS_RETURN_IF_ERROR(views_->WriteBack(off, off + len));
+    // A writable shared map: the file's own blocks (vdirect.h), so that
+    // other processes' maps, reads and writes of the file see its stores
+    // and it sees theirs. Read-only and private maps: a copy.
+    if (direct_ != nullptr && (flags & MAP_TYPE) != MAP_PRIVATE && (prot & PROT_WRITE)) {
+      if (flags & MAP_FIXED) {
+        MAPFS_RETURN_IF_ERROR(registry_->Unmap(addr, len));  // maps replaced there
+        direct_->Unmap(addr, len);
+      }
+      return direct_->Map(f_, addr, len, prot, flags, off);
+    }
+    if ((flags & MAP_FIXED) && direct_ != nullptr) direct_->Unmap(addr, len);
     return registry_->Map(f_, views_, addr, len, prot, flags, off, may_write_);
   }
   bool KernelIsContent() const override { return false; }
@@ -189,6 +288,7 @@ class VirtualFile final : public OverlayFile {
     int fd = fd_;
     fd_ = -1;
     if (close(fd) != 0 && st.ok()) st = Status::FromErrno("close");
+    ref_->Drop();
     return st;
   }
   int fd() const override { return fd_; }
@@ -200,7 +300,9 @@ class VirtualFile final : public OverlayFile {
   std::shared_ptr<VFile> f_;
   std::shared_ptr<vrt::ViewList> views_;
   vrt::ViewRegistry* registry_;
+  vrt::DirectMaps* direct_;
   bool may_write_;
+  std::unique_ptr<OpenRef> ref_;
 };
 
 Status VirtualFile::WriteZeros(uint64_t off, uint64_t end) {
@@ -239,34 +341,71 @@ Status VirtualFile::Fallocate(int mode, uint64_t off, uint64_t len) {
 
 class VirtualEngine final : public Engine {
  public:
-  explicit VirtualEngine(const Options& o) : opt_(o) {}
+  // MAPFS_VIRTUAL_SHARED_MAPS=copy: writable shared maps are copies as
+  // before 2026-11-28 (coherent within the process only): for the tests
+  // of the copy machinery (dirty tracking), which read-only shared maps
+  // still use, and for comparisons. Default: direct (vdirect.h).
+  explicit VirtualEngine(const Options& o) : opt_(o) {
+    const char* e = std::getenv("MAPFS_VIRTUAL_SHARED_MAPS");
+    direct_maps_ = e == nullptr || std::strcmp(e, "copy") != 0;
+  }
   // At exit (the shim deletes the engine): stores through maps reach the file.
   ~VirtualEngine() override { views_.SyncAll(); }
 
   bool TruncatesAtAdopt() const override { return true; }
   bool StatsByPath() const override { return true; }
-  bool HasViews() const override { return !views_.empty(); }
-  Status UnmapViews(void* addr, size_t len) override { return views_.Unmap(addr, len); }
+  // Direct maps (vdirect.h) are the kernel's maps of the file's blocks:
+  // msync is the kernel's; munmap and mprotect only need them known.
+  bool HasViews() const override { return !views_.empty() || !direct_.empty(); }
+  Status UnmapViews(void* addr, size_t len) override {
+    direct_.Unmap(addr, len);
+    return views_.Unmap(addr, len);
+  }
   Status SyncViews(void* addr, size_t len) override { return views_.Sync(addr, len); }
   int ProtectViews(void* addr, size_t len, int prot, int pkey) override {
+    if (!views_.Meets(addr, len)) return direct_.Protect(addr, len, prot, pkey);
     return views_.Protect(addr, len, prot, pkey);
   }
   void PrepareKernelStores(void* addr, size_t len) override { views_.Unprotect(addr, len); }
   void SyncAllViews() override { views_.SyncAll(); }
-  bool ViewsMeet(const void* addr, size_t len) override { return views_.Meets(addr, len); }
+  bool ViewsMeet(const void* addr, size_t len) override { return views_.Meets(addr, len) || direct_.Meets(addr, len); }
 
   Result<std::unique_ptr<OverlayFile>> Adopt(int fd, int flags) override {
-    auto r = AdoptInner(fd, flags);
-    if (!r.ok()) close(fd);
+    struct stat st {};
+    if (fstat(fd, &st) != 0) {
+      Status s = Status::FromErrno("fstat");
+      close(fd);
+      return s;
+    }
+    // Held from here: the engine's own descriptors of this inode opened
+    // while adopting are closed only after the application's last close.
+    Key k{st.st_dev, st.st_ino};
+    opens_->Hold(k);
+    auto ref = std::make_unique<OpenRef>(opens_, k);
+    auto r = AdoptInner(fd, flags, st, ref);
+    if (!r.ok()) {
+      close(fd);
+      ref.reset();  // after the close
+    }
     return r;
   }
 
   Status FixStat(const char* path, struct stat* st) override {
     if (!S_ISREG(st->st_mode) || st->st_size < 64) return Status::Ok();
+    Key k{st->st_dev, st->st_ino};
+    // A file this process holds answers without an open of its own: closing
+    // that descriptor would release the process's record locks (Opens).
+    if (std::shared_ptr<VFile> f = Find(k)) {
+      auto size = f->Size();
+      if (!size.ok()) return size.status();
+      st->st_size = static_cast<off_t>(*size);
+      return Status::Ok();
+    }
+    if (opens_->IsOpen(k)) return Status::Ok();  // open here and plain: the kernel's
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return Status::Ok();  // unreadable: the kernel's view stands
     Status s = FixStatOpen(fd, st);
-    close(fd);
+    opens_->Close(k, fd);
     return s;
   }
 
@@ -278,7 +417,6 @@ class VirtualEngine final : public Engine {
   }
 
  private:
-  using Key = std::pair<dev_t, ino_t>;
 
   // Keeps `f` attached after its last close (under mu_), as the split
   // engine keeps its maps: reopening the file then costs no mmap, no replay
@@ -333,17 +471,16 @@ class VirtualEngine final : public Engine {
     return it == files_.end() ? nullptr : it->second.lock();
   }
 
-  Result<std::unique_ptr<OverlayFile>> AdoptInner(int fd, int flags) {
-    struct stat st {};
-    if (fstat(fd, &st) != 0) return Status::FromErrno("fstat");
-    if (!S_ISREG(st.st_mode)) return std::unique_ptr<OverlayFile>(new PlainFile(fd));
+  Result<std::unique_ptr<OverlayFile>> AdoptInner(int fd, int flags, struct stat st, std::unique_ptr<OpenRef>& ref) {
+    const Key key{st.st_dev, st.st_ino};
+    if (!S_ISREG(st.st_mode)) return std::unique_ptr<OverlayFile>(new PlainFile(fd, std::move(ref)));
     bool writable = (flags & O_ACCMODE) != O_RDONLY;
     bool trunc = writable && (flags & O_TRUNC);
     if (trunc && st.st_size != 0) {
       // The shim left O_TRUNC to us (TruncatesAtAdopt): a plain file is
       // emptied by the kernel (and then formatted below), a virtualized one
       // through its log, after attaching.
-      auto v = IsVirtualizedAny(fd);
+      auto v = IsVirtualizedAny(fd, key);
       if (!v.ok()) return v.status();
       if (!*v) {
         if (ftruncate(fd, 0) != 0) return Status::FromErrno("virtual: O_TRUNC");
@@ -367,15 +504,16 @@ class VirtualEngine final : public Engine {
         if (fstat(rw, &now) == 0 && now.st_size == 0) s = vrt::Format(rw);
         flock(rw, LOCK_UN);
       }
-      close(rw);
+      opens_->Close(key, rw);
       MAPFS_RETURN_IF_ERROR(s);
     }
-    auto v = IsVirtualizedAny(fd);
+    auto v = IsVirtualizedAny(fd, key);
+    if (v.ok() && !*v && st.st_size != 0) v = SettledFormat(fd, key);
     if (!v.ok()) return v.status();
     if (!*v) {
       std::lock_guard<std::mutex> g(mu_);
       Forget({st.st_dev, st.st_ino});
-      return std::unique_ptr<OverlayFile>(new PlainFile(fd));
+      return std::unique_ptr<OverlayFile>(new PlainFile(fd, std::move(ref)));
     }
     std::shared_ptr<VFile> f;
     {
@@ -391,7 +529,7 @@ class VirtualEngine final : public Engine {
           if (src < 0) return Status::FromErrno("virtual: reopen a write-only descriptor");
         }
         auto a = VFile::Attach(src, writable || (f && f->writable()), opt_.mode);
-        if (src != fd) close(src);
+        if (src != fd) opens_->Close(key, src);
         if (!a.ok()) return a.status();
         f = std::shared_ptr<VFile>(std::move(*a));
         files_[k] = f;
@@ -401,33 +539,72 @@ class VirtualEngine final : public Engine {
     auto views = ViewsOf({st.st_dev, st.st_ino});
     if (trunc) {
       auto t = views->Begin();
+      direct_.CutPast(f.get(), 0);
       Status s = f->Truncate(0);
       views->Truncated(*f, t, 0);
       MAPFS_RETURN_IF_ERROR(s);
     }
     return std::unique_ptr<OverlayFile>(
-        new VirtualFile(fd, std::move(f), std::move(views), &views_, (flags & O_ACCMODE) == O_RDWR));
+        new VirtualFile(fd, std::move(f), std::move(views), &views_, direct_maps_ ? &direct_ : nullptr,
+                        (flags & O_ACCMODE) == O_RDWR,
+                        std::move(ref)));
   }
 
-  static Result<bool> IsVirtualizedAny(int fd) {
+  // A file without magic whose first 64 bytes are zeros may be one another
+  // process is formatting (Format grows the file, then writes the header
+  // last, under flock LOCK_EX): served as plain, its metadata would be its
+  // content. Waits for the format (a shared flock on a descriptor of its
+  // own) and looks again. Bounded, non-blocking attempts: the holder of
+  // the flock may be this very process (the application's own flock on
+  // the file), and then the file stays what it is.
+  Result<bool> SettledFormat(int fd, const Key& key) {
+    int ro = open(("/proc/self/fd/" + std::to_string(fd)).c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (ro < 0) return false;  // unreadable: as before, plain
+    char head[64];
+    static const char kZero[64] = {};
+    if (pread(ro, head, sizeof(head), 0) == static_cast<ssize_t>(sizeof(head)) &&
+        std::memcmp(head, kZero, sizeof(head)) == 0) {
+      for (int i = 0; i < 2000; i++) {  // 2 s: a format is a few system calls
+        if (flock(ro, LOCK_SH | LOCK_NB) == 0) {
+          flock(ro, LOCK_UN);
+          break;
+        }
+        if (errno != EWOULDBLOCK) break;
+        usleep(1000);
+      }
+    }
+    // Looked at again in every case: the format may have ended between the
+    // caller's look and this one (the header is then there, not zeros).
+    Result<bool> v = vrt::IsVirtualized(ro);
+    opens_->Close(key, ro);
+    return v;
+  }
+
+  Result<bool> IsVirtualizedAny(int fd, const Key& key) {
     auto v = vrt::IsVirtualized(fd);
     if (!v.ok() && v.status().code() == EBADF) {
-      // A write-only descriptor: look through a read-only one.
+      // A write-only descriptor: look through the attached file's own
+      // descriptor if the process holds it (no new descriptor: Opens),
+      // else through a read-only one.
+      if (std::shared_ptr<VFile> f = Find(key)) return vrt::IsVirtualized(f->map_fd());
       int ro = open(("/proc/self/fd/" + std::to_string(fd)).c_str(), O_RDONLY | O_CLOEXEC);
       if (ro < 0) return Status::FromErrno("virtual: reopen to read the header");
       v = vrt::IsVirtualized(ro);
-      close(ro);
+      opens_->Close(key, ro);
     }
     return v;
   }
 
   Options opt_;
+  std::shared_ptr<Opens> opens_ = std::make_shared<Opens>();
   std::mutex mu_;
   std::map<Key, std::weak_ptr<VFile>> files_;
   std::map<Key, std::weak_ptr<vrt::ViewList>> lists_;
   static constexpr size_t kKeep = 8;
   std::deque<std::pair<Key, std::shared_ptr<VFile>>> kept_;  // most recently adopted first
   vrt::ViewRegistry views_;
+  vrt::DirectMaps direct_;  // after views_: destroyed first (its registrations end)
+  bool direct_maps_ = true;
 };
 
 }  // namespace

@@ -76,6 +76,24 @@ static_assert(offsetof(MetaShared, gc_lock) == 64);
 static_assert(offsetof(MetaShared, phys_end) == 128);
 inline constexpr size_t kSharedOffset = 64;
 
+// Processes holding writable shared maps of the file's own blocks, and
+// writers storing into such blocks in place (docs/OVERLAY.md, "Maps
+// shared between processes"). Offset 320 of the meta block, bytes every
+// format before it left zero (Format writes only the header and
+// MetaShared; the rest of block 0 is the hole ftruncate made), so older
+// files read as "none". Each word is a pid or 0, claimed and cleared by
+// compare-and-swap; a pid that is no longer alive is cleared by whoever
+// finds it. While any `mappers` word is set, no commit may change the
+// mapping of a block that is mapped (writes to such blocks go in place),
+// so the kernel maps of those blocks stay the content.
+struct MetaMappers {
+  uint64_t mappers[16];  // a process with at least one direct map of the file
+  uint64_t inplace[16];  // a writer between its check of `mappers` and the end of its in-place stores
+};
+static_assert(sizeof(MetaMappers) == 256);
+inline constexpr size_t kMappersOffset = kSharedOffset + sizeof(MetaShared);
+static_assert(kMappersOffset == 320 && kMappersOffset + sizeof(MetaMappers) <= kBlockSize);
+
 // Log entry (8 bytes, committed by one compare-and-swap of its slot):
 //   63..58 lap   (seq / log_slots) mod 64: tells the entry of sequence
 //                number seq from an older one in the same slot

@@ -22,6 +22,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -38,6 +39,11 @@
 #include "overlay/virtual/format.h"
 
 namespace mapfs::overlay::vrt {
+
+// Internal code of a commit refused because a direct map holds a block it
+// would move (VFile::Commit): the caller plans the write again (in place).
+// Never returned to a caller of VFile.
+inline constexpr int kMappedNow = ESTALE;
 
 struct FormatOptions {
   uint32_t log_slots = 16384;          // power of two >= 64
@@ -94,6 +100,31 @@ class VFile {
   // Checkpoints the log into the table and frees superseded blocks. Waits
   // for another process's GC only if `wait`.
   Status Gc(bool wait);
+
+  // Writable shared maps of the file's own blocks (vdirect.cc): the kernel
+  // maps the physical blocks, so every process mapping them, and the
+  // engine's stores through base_, share one page cache.
+  // DirectBegin registers this process as a mapper of the file (first
+  // call: a slot of MetaMappers, then a no-op commit that orders every
+  // commit made without seeing the slot before the caller's lookups);
+  // EAGAIN if every slot is held by a live process. DirectEnd undoes one
+  // DirectBegin; the last one frees the slot, after waiting for in-place
+  // writers that may still store into blocks the slot protected.
+  Status DirectBegin();
+  void DirectEnd();
+  // A run of the content [vblock, vblock+n) held by physical blocks
+  // [phys, phys+n); phys 0: past the end of the content (no block).
+  struct DirectRun {
+    uint64_t vblock;
+    uint32_t phys;
+    uint32_t n;
+  };
+  // The runs of content [off, off+len) (off a block multiple) once every
+  // hole below the end is given a zeroed block (a commit that lands only
+  // on a hole). Only between DirectBegin and DirectEnd: the blocks then
+  // stay the content's until DirectEnd.
+  Result<std::vector<DirectRun>> DirectRuns(uint64_t off, size_t len);
+  int map_fd() const { return fd_; }
 
   const pmem::MetaHeader& header() const { return hdr_; }
   bool dax() const { return dax_; }
@@ -160,9 +191,41 @@ class VFile {
   // One commit: at most kMaxRunBlocks blocks. `expect_size` (append)
   // commits only if the size at the commit point is that value.
   Result<size_t> WriteOnce(const char* buf, size_t n, uint64_t off, const uint64_t* expect_size, Pin* pin);
+  // [vlo, vhi): the virtual blocks whose mapping the entry changes; with a
+  // direct map of the file live, the commit is refused (kMappedNow) if one
+  // of them is mapped, or with `sole_mapper` (a shrink by the only mapper,
+  // whose own maps no longer hold them) if another process maps the file.
   Status Commit(uint64_t entry, uint64_t* seq_out, const uint64_t* head, uint64_t head_v,
-                const uint64_t* tail, uint64_t tail_v, const uint64_t* expect_size, bool* retry_copy);
+                const uint64_t* tail, uint64_t tail_v, const uint64_t* expect_size, bool* retry_copy,
+                uint64_t vlo = 0, uint64_t vhi = 0, bool sole_mapper = false);
   Status Durable(bool before_commit);
+  // Direct maps (vdirect.cc). Mapped(): some mapper slot is set (one load
+  // per word of two cache lines).
+  pmem::MetaMappers* mappers() const { return reinterpret_cast<pmem::MetaMappers*>(base_ + pmem::kMappersOffset); }
+  bool Mapped() const;
+  // Some process other than this one holds a mapper slot.
+  bool OthersMapped() const;
+  // Clears the slots of `words` held by processes that are gone.
+  void ClearDead(uint64_t* words, size_t n) const;
+  // Whether a commit changing the mapping of virtual blocks [vlo, vhi)
+  // would move a block a direct map holds (then it must not commit).
+  Result<bool> MovesMapped(uint64_t vlo, uint64_t vhi) const;
+  // Stores [buf, buf+n) at content offset `off` straight into the blocks
+  // that hold it, while a process holds a direct map: the bytes written in
+  // place from `off` on (consecutive mapped blocks), or 0 and in *cow the
+  // bytes from `off` whose blocks are not mapped (holes, past the end:
+  // copy-on-write them), or 0 and *cow 0 when no mapper is left.
+  Result<size_t> WriteInPlace(const char* buf, size_t n, uint64_t off, size_t* cow);
+  // Commits a record of no runs: size = max(size, `size`). With 0, a
+  // barrier: every commit before it is replayed by whoever replays it.
+  Status ExtendSize(uint64_t size);
+  // Gives the hole `vblock` (table entry `was`) a zeroed block, unless it
+  // stopped being a hole.
+  Status FillHole(uint64_t vblock, uint64_t was, Pin* pin);
+  std::mutex direct_mu_;
+  size_t direct_maps_ = 0;   // DirectBegin calls not yet ended (under direct_mu_)
+  int direct_slot_ = -1;     // the mapper slot claimed, -1 none
+  uint64_t direct_pid_ = 0;  // the pid it holds (a fork child's is not its own)
   // Allocation from the bitmap (lock-free), growing the file by fallocate.
   // With `repin` (the caller's pin), blocks the log since the checkpoint
   // superseded are reused before the file grows: Alloc checkpoints (the

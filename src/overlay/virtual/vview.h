@@ -1,4 +1,8 @@
 // Maps of virtualized files (mmap through the shim): copy-on-map views.
+// Since 2026-11-28 a writable MAP_SHARED map is a direct map of the file's
+// blocks instead (vdirect.h: coherent across processes); the views here
+// serve read-only shared and private maps, and writable shared ones when
+// MAPFS_VIRTUAL_SHARED_MAPS=copy.
 //
 // A virtualized file's content is scattered over copy-on-write blocks whose
 // mapping any process's commit may change at any moment, and the GC reuses

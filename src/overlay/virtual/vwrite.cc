@@ -65,7 +65,8 @@ Status VFile::Durable(bool before_commit) {
 }
 
 Status VFile::Commit(uint64_t entry, uint64_t* seq_out, const uint64_t* head, uint64_t head_v,
-                     const uint64_t* tail, uint64_t tail_v, const uint64_t* expect_size, bool* retry_copy) {
+                     const uint64_t* tail, uint64_t tail_v, const uint64_t* expect_size, bool* retry_copy,
+                     uint64_t vlo, uint64_t vhi, bool sole_mapper) {
   MetaShared* sh = shared();
   const uint32_t slots = hdr_.log_slots;
   for (;;) {
@@ -100,6 +101,17 @@ Status VFile::Commit(uint64_t entry, uint64_t* seq_out, const uint64_t* head, ui
     if (!free_slot) {
       if (persist::Load64(&sh->ckpt_seq) != ck) continue;
       return Status::Error(EUCLEAN, "virtual: log slot of entry " + std::to_string(s) + " holds a stray entry");
+    }
+    // Checked after slot s was found free, so after every commit before s
+    // was replayed: a mapper's registration is then either seen here, or
+    // its barrier entry (DirectBegin) comes after s, and the mapper
+    // replays this entry before it looks a block up (vdirect.cc).
+    if (vlo < vhi && sole_mapper) {
+      if (OthersMapped()) return Status::Error(kMappedNow, "virtual: another process maps the file");
+    } else if (vlo < vhi && Mapped()) {
+      auto moves = MovesMapped(vlo, vhi);
+      if (!moves.ok()) return moves.status();
+      if (*moves) return Status::Error(kMappedNow, "virtual: a direct map holds a block of this write");
     }
     uint64_t e = entry | (uint64_t{lap} << 58);
     if (std::atomic_ref<uint64_t>(*slot(s)).compare_exchange_strong(old, e, std::memory_order_acq_rel)) {
@@ -289,7 +301,7 @@ Result<size_t> VFile::WriteOnce(const char* buf, size_t n, uint64_t off, const u
     bool retry_copy = false;
     if (st.ok())
       st = Commit(entry, &seq, head_partial ? &b0 : nullptr, head_v, tail_partial ? &b1 : nullptr, tail_v,
-                  expect_size, &retry_copy);
+                  expect_size, &retry_copy, b0, b1 + 1);
     if (!st.ok()) {
       release();
       return st;
@@ -324,7 +336,23 @@ Result<size_t> VFile::PwriteUnpinned(const void* buf, size_t n, uint64_t off, Pi
     uint64_t pos = off + done;
     uint64_t limit = (pos / kBlockSize + kMaxRunBlocks) * kBlockSize;
     size_t chunk = static_cast<size_t>(std::min<uint64_t>(n - done, limit - pos));
+    if (Mapped()) {
+      // A direct map is live: blocks it may hold are written in place, the
+      // rest (holes, past the end) copy-on-write as always.
+      size_t cow = 0;
+      auto ip = WriteInPlace(static_cast<const char*>(buf) + done, n - done, pos, &cow);
+      if (!ip.ok()) {
+        if (done > 0) break;
+        return ip.status();
+      }
+      if (*ip > 0) {
+        done += *ip;
+        continue;
+      }
+      if (cow > 0) chunk = std::min(chunk, cow);
+    }
     auto r = WriteOnce(static_cast<const char*>(buf) + done, chunk, pos, nullptr, pin);
+    if (!r.ok() && r.status().code() == kMappedNow) continue;  // a map came: plan again
     if (!r.ok()) {
       if (done > 0) break;
       return r.status();
@@ -344,11 +372,20 @@ Result<uint64_t> VFile::Append(const void* buf, size_t n) {
     uint64_t off = size_.load(std::memory_order_acquire);
     if (n == 0) return off;
     if (off >= max || n > max - off) return Status::Error(EFBIG, "virtual: beyond the file's block table");
+    if (Mapped()) {
+      // While a direct map is live, at the size read now: the last block
+      // may be written in place, so the append cannot be one commit
+      // conditional on the size (appenders in other processes at the same
+      // moment may overlap: docs/OVERLAY.md).
+      auto r = PwriteUnpinned(buf, n, off, &pin);
+      if (!r.ok()) return r.status();
+      return off;
+    }
     uint64_t limit = (off / kBlockSize + kMaxRunBlocks) * kBlockSize;
     size_t first = static_cast<size_t>(std::min<uint64_t>(n, limit - off));
     // The first commit lands only at the end it was computed for.
     auto r = WriteOnce(static_cast<const char*>(buf), first, off, &off, &pin);
-    if (!r.ok() && r.status().code() == kSizeMoved) continue;
+    if (!r.ok() && (r.status().code() == kSizeMoved || r.status().code() == kMappedNow)) continue;
     if (!r.ok()) return r.status();
     if (first < n) {
       auto rest = PwriteUnpinned(static_cast<const char*>(buf) + first, n - first, off + first, &pin);
@@ -373,6 +410,23 @@ Status VFile::Truncate(uint64_t new_size) {
       Free(rec, 1);
       return Status::Ok();
     }
+    // A shrink frees the blocks it cuts, which a direct map may hold (its
+    // stores would then land in blocks reused for other content): refused
+    // while another live process holds one (docs/OVERLAY.md). This
+    // process's own direct maps were cut first by the engine (their pages
+    // past the new end no longer map the file: DirectMaps::CutPast), so
+    // the shrink then commits only if no other process registered
+    // meanwhile, and the partial last block is zeroed in place (it stays
+    // mapped).
+    bool sole = false;
+    if (new_size < old && Mapped()) {
+      ClearDead(mappers()->mappers, 16);
+      if (OthersMapped()) {
+        Free(rec, 1);
+        return Status::Error(EBUSY, "virtual: truncate: another process holds a writable shared map of the file");
+      }
+      sole = Mapped();
+    }
     // Blocks past the end are never mapped (invariant), so shrinking unmaps
     // [ceil(new), ceil(old)) and rewrites a partial last block with zeros
     // after the new end: bytes of a mapped block past the size are zero.
@@ -387,6 +441,17 @@ Status VFile::Truncate(uint64_t new_size) {
     uint64_t pb = new_size / kBlockSize, pv = 0;
     uint32_t part = 0;
     bool partial = new_size < old && new_size % kBlockSize != 0;
+    if (partial && sole) {
+      // Zeros past the new end, in place (this process's maps see them, as
+      // a kernel map's last page reads zeros past the end).
+      auto m = Lookup(pb);
+      if (!m.ok()) return m.status();
+      if (TablePhys(*m) != 0) {
+        Touch(TablePhys(*m));
+        ZeroData(base_ + uint64_t{TablePhys(*m)} * kBlockSize + new_size % kBlockSize, kBlockSize - new_size % kBlockSize);
+      }
+      partial = false;
+    }
     if (partial) {
       auto m = Lookup(pb);
       if (!m.ok()) return m.status();
@@ -407,8 +472,11 @@ Status VFile::Truncate(uint64_t new_size) {
     MAPFS_RETURN_IF_ERROR(Durable(true));
     uint64_t seq = 0;
     bool retry = false;
-    Status st = Commit(MakeIndirect(0, rec), &seq, partial ? &pb : nullptr, pv, nullptr, 0, &old, &retry);
-    if (retry || (!st.ok() && st.code() == kSizeMoved)) {
+    // Sole mapper: the commit lands only if no other process maps the file
+    // by then (Commit checks the slots instead of the blocks).
+    Status st = Commit(MakeIndirect(0, rec), &seq, partial ? &pb : nullptr, pv, nullptr, 0, &old, &retry,
+                       new_size < old ? pb : 0, new_size < old ? had : 0, sole);
+    if (retry || (!st.ok() && (st.code() == kSizeMoved || st.code() == kMappedNow))) {
       if (part != 0) Free(part, 1);
       continue;
     }
