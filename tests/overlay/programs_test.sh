@@ -189,9 +189,6 @@ done
 EOS
 
 run_sqlite_mp() {  # FS-PARENT LABEL MODE
-  # The virtual engine does not pass this yet (branch virtmp works on it):
-  # the split engine's only, until then.
-  [ "$engine" = split ] || return 0
   local nat=$1/mp-native-$3 ovl=$1/mp-overlay-$3
   rm -rf "$nat" "$ovl"; mkdir -p "$nat" "$ovl"
   R=$nat bash -c "$SQLITE_MP" >"$work/mpn.out" 2>&1 || true
