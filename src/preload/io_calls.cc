@@ -470,7 +470,8 @@ MAPFS_EXPORT int fcntl(int fd, int cmd, ...) {
   if (SetsLock(cmd)) {
     // A coherence point of the overlay (OverlayBeforeLock), whatever the
     // descriptor: SQLite's WAL locks live in the -shm file, not the -wal.
-    OverlayBeforeLock();
+    // Bytes it could not publish fail the call, which is not made.
+    if (OverlayBeforeLock() != 0) return -1;
     int r;
     if (DescRef d = MapfsFd(fd)) r = RecordLock(*d, fd, cmd, static_cast<struct flock*>(arg));
     else r = REAL(fcntl)(fd, cmd, arg);
@@ -542,7 +543,7 @@ MAPFS_EXPORT int fcntl64(int fd, int cmd, ...) {
 }
 
 MAPFS_EXPORT int flock(int fd, int op) {
-  OverlayBeforeLock();  // a coherence point of the overlay, as fcntl's locks
+  if (OverlayBeforeLock() != 0) return -1;  // a coherence point of the overlay, as fcntl's locks
   int r;
   if (DescRef d = MapfsFd(fd)) r = FileLock(*d, op);
   else r = REAL(flock)(fd, op);
@@ -552,7 +553,7 @@ MAPFS_EXPORT int flock(int fd, int op) {
 MAPFS_EXPORT int lockf(int fd, int cmd, off_t len) {
   if (!MapfsFd(fd)) {
     if (cmd == F_TEST) return REAL(lockf)(fd, cmd, len);
-    OverlayBeforeLock();  // as fcntl's locks (glibc's lockf calls its own fcntl)
+    if (OverlayBeforeLock() != 0) return -1;  // as fcntl's locks (glibc's lockf calls its own fcntl)
     int r = REAL(lockf)(fd, cmd, len);
     if (r == 0) OverlayAfterLock();
     return r;

@@ -570,14 +570,16 @@ __attribute__((destructor)) void OverlayAtExit() {
 // No open overlay file: nothing staged (close relinks) and no size cached
 // that a call could use without taking it afresh (a reopen does), so the
 // engine need not hear of the lock.
-void OverlayBeforeLock() {
-  if (in_core || g_ov_count.load(std::memory_order_relaxed) == 0) return;
+int OverlayBeforeLock() {
+  if (in_core || g_ov_count.load(std::memory_order_relaxed) == 0) return 0;
   overlay::Engine* e = g_engine;
-  if (e == nullptr) return;
+  if (e == nullptr) return 0;
   int saved = errno;
   CoreScope cs;
-  e->BeforeLock();
+  Status st = e->BeforeLock();
+  if (!st.ok()) return Fail(st);
   errno = saved;
+  return 0;
 }
 
 void OverlayAfterLock() {

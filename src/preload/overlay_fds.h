@@ -153,8 +153,12 @@ void OverlaySyncAll();
 // A lock call (fcntl F_SETLK/F_SETLKW/F_OFD_SETLK*, flock, lockf) on any
 // descriptor is a coherence point between processes (Engine::BeforeLock):
 // OverlayBeforeLock just before the kernel's call, OverlayAfterLock once it
-// succeeded. One load each while no overlay file is open.
-void OverlayBeforeLock();
+// succeeded. One load each while no overlay file is open. OverlayBeforeLock
+// returns -1 with errno set (EIO, ENOSPC, EFBIG...) when staged bytes could
+// not be published: the wrapper then fails the lock call without making it
+// (an unlock keeps the lock held, so no other process works on a file whose
+// end this process still holds), else 0.
+int OverlayBeforeLock();
 void OverlayAfterLock();
 inline bool SetsLock(int cmd) {
   return cmd == F_SETLK || cmd == F_SETLKW || cmd == F_OFD_SETLK || cmd == F_OFD_SETLKW;

@@ -8,7 +8,9 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -44,7 +46,7 @@ bool Lock(Engine& e, int fd, short type) {
   struct flock fl {};
   fl.l_type = type;
   fl.l_whence = SEEK_SET;
-  e.BeforeLock();
+  if (!e.BeforeLock().ok()) return false;
   int r;
   do r = fcntl(fd, F_SETLKW, &fl);
   while (r != 0 && errno == EINTR);
@@ -364,6 +366,43 @@ TEST_P(SplitMpTest, ProcessesOpeningTheOverlayAtOnceAllGetAnEngine) {
     WaitAll(pids);
     if (HasFailure()) return;
   }
+}
+
+// A lock call whose publish fails (here the relink's write meets the file
+// size limit, EFBIG) fails, and the staged bytes stay: had the call gone
+// ahead, an unlock would let another process append at the kernel's end,
+// where this process later relinks its bytes over it. The shim then fails
+// the program's lock call without making it (programs_test.sh checks that
+// an unlock keeps the lock). Run in a child: the limit is the process's.
+TEST_P(SplitMpTest, ALockCallWhosePublishFailsReportsTheError) {
+  if (dir_ == nullptr) return;
+  pid_t pid = Child([&](Engine& e, std::string* why) {
+    auto f = Open(e, "lim", O_RDWR | O_CREAT);
+    if (!f) return *why = "open", false;
+    std::vector<char> b(10000, 'x');
+    // The first append makes the staging file (its size is set by the
+    // kernel, which the limit below would refuse); the second is staged
+    // through its map, which the limit does not see.
+    if (!f->Pwrite(b.data(), 100, 0).ok() || !e.BeforeLock().ok()) return *why = "first append", false;
+    if (!f->Pwrite(b.data(), b.size(), 100).ok()) return *why = "second append", false;
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit old {};
+    if (getrlimit(RLIMIT_FSIZE, &old) != 0) return *why = "getrlimit", false;
+    struct rlimit rl = old;
+    rl.rlim_cur = 4096;  // the soft limit: raised back below without privilege
+    if (setrlimit(RLIMIT_FSIZE, &rl) != 0) return *why = "setrlimit", false;
+    Status s = e.BeforeLock();
+    if (s.code() != EFBIG) return *why = "BeforeLock: " + s.ToString() + ", not EFBIG", false;
+    // Still staged, still the file's content.
+    auto size = f->Size();
+    if (!size.ok() || *size != 10100) return *why = "size after the failed publish", false;
+    if (setrlimit(RLIMIT_FSIZE, &old) != 0) return *why = "setrlimit back", false;
+    if (!e.BeforeLock().ok()) return *why = "the next lock call publishes", false;
+    struct stat sb {};
+    if (stat(Path("lim").c_str(), &sb) != 0 || sb.st_size != 10100) return *why = "kernel size", false;
+    return f->Close().ok() || (*why = "close", false);
+  });
+  WaitAll({pid});
 }
 
 INSTANTIATE_TEST_SUITE_P(Dirs, SplitMpTest, test::DirsTimesModes(), test::DirAndModeName);

@@ -295,10 +295,10 @@ void SplitEngine::DropStaging(FileState& st, bool all) {
 
 Status SplitEngine::FixStatFd(int, struct stat* st) { return FixStat(nullptr, st); }
 
-void SplitEngine::BeforeLock() {
+Status SplitEngine::BeforeLock() {
   // Cleared before the files are looked at: a file staged meanwhile sets
   // it again and is published by the next lock call (or this one).
-  if (!maybe_staged_.exchange(false, std::memory_order_acq_rel)) return;
+  if (!maybe_staged_.exchange(false, std::memory_order_acq_rel)) return Status::Ok();
   std::vector<std::shared_ptr<FileState>> open;
   {
     std::lock_guard<std::mutex> g(mu_);
@@ -306,12 +306,19 @@ void SplitEngine::BeforeLock() {
       if (st->refs > 0) open.push_back(st);
   }
   // mu_ released first: Release takes mu_ then a file's mu, never the reverse.
+  // A relink that fails leaves the bytes staged and fails the lock call
+  // (the first error; every file is still tried): had the lock call gone
+  // ahead, another process would append at the kernel's end, where this
+  // one later relinks its bytes over it.
+  Status first;
   for (auto& st : open) {
     std::lock_guard<std::mutex> g(st->mu);
-    // A relink that fails leaves the bytes staged (the file's fsync or
-    // close reports the error); the next lock call tries again.
-    if (!RelinkStaged(*this, *st, opt_.mode != Mode::kPosix).ok()) NoteStaged();
+    Status r = RelinkStaged(*this, *st, opt_.mode != Mode::kPosix);
+    if (r.ok()) continue;
+    NoteStaged();  // the next lock call tries again
+    if (first.ok()) first = r;
   }
+  return first;
 }
 
 Status SplitEngine::FixStat(const char*, struct stat* sb) {

@@ -34,7 +34,8 @@
 // Across processes (docs/OVERLAY.md "Several processes"): a lock call of
 // the process, on any descriptor, is a coherence point, as NFS makes it.
 // BeforeLock relinks every file's staged bytes, so the next holder of the
-// lock in another process finds them in the kernel's file; AfterLock bumps
+// lock in another process finds them in the kernel's file (a relink that
+// fails fails the lock call, which is then not made); AfterLock bumps
 // epoch_, and each file's next call compares its FileState::epoch and
 // takes the kernel's size afresh (one fstat) when they differ. Without
 // locks, another process's change of the size is seen at the last-page
@@ -87,7 +88,7 @@ class SplitEngine final : public Engine {
   Result<std::unique_ptr<OverlayFile>> Adopt(int fd, int flags) override;
   Status FixStat(const char* path, struct stat* st) override;
   Status FixStatFd(int fd, struct stat* st) override;
-  void BeforeLock() override;
+  Status BeforeLock() override;
   void AfterLock() override { epoch_.fetch_add(1, std::memory_order_acq_rel); }
 
   // The lock epoch (FileState::epoch); starts at 1, so 0 is never current.
