@@ -21,6 +21,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "overlay/engine.h"
@@ -403,6 +404,59 @@ TEST_P(SplitMpTest, ALockCallWhosePublishFailsReportsTheError) {
     return f->Close().ok() || (*why = "close", false);
   });
   WaitAll({pid});
+}
+
+// Two threads' lock calls at once: each returns only once the bytes its
+// thread staged before it are in the kernel's file, even while the other
+// thread's call is publishing them (before, the other call had cleared the
+// "something staged" flag and was still relinking a large file first: this
+// one returned at once, and its unlock let another process read the file
+// without them). Thread a stages 1 MiB and publishes, in a loop; thread b
+// stages a record, works a little, publishes, and checks the kernel's size.
+TEST_P(SplitMpTest, ALockCallReturnsOnceItsThreadsBytesArePublished) {
+  if (dir_ == nullptr) return;
+  auto e = NewEngine();
+  ASSERT_TRUE(e);
+  // Opened first: the older inode, published first (the engine's files are
+  // ordered by inode), so b's bytes wait behind a's megabyte.
+  auto big = Open(*e, "big", O_RDWR | O_CREAT);
+  auto small = Open(*e, "small", O_RDWR | O_CREAT);
+  ASSERT_TRUE(big && small);
+  int kfd = open(Path("small").c_str(), O_RDONLY);
+  ASSERT_GE(kfd, 0);
+  std::atomic<bool> stop{false};
+  std::string a_err;
+  std::thread a([&] {
+    std::vector<char> mb(1 << 20, 'a');
+    while (!stop.load()) {
+      auto size = big->Size();
+      if (!size.ok() || !big->Pwrite(mb.data(), mb.size(), *size).ok() || !e->BeforeLock().ok() ||
+          (*size > (4u << 20) && !big->Truncate(0).ok()))
+        return a_err = "thread a's calls failed", stop.store(true);
+    }
+  });
+  std::string b_err;
+  for (int i = 0; i < 400 && !stop.load() && b_err.empty(); i++) {
+    char rec[100];
+    std::memset(rec, 'b', sizeof rec);
+    ASSERT_TRUE(small->Pwrite(rec, sizeof rec, i * sizeof rec).ok());
+    std::atomic<int> spin{0};  // "works a little": a's publish may begin meanwhile
+    while (spin.fetch_add(1, std::memory_order_relaxed) < 20000) {
+    }
+    ASSERT_TRUE(e->BeforeLock().ok());
+    struct stat sb {};
+    ASSERT_EQ(fstat(kfd, &sb), 0);
+    if (static_cast<uint64_t>(sb.st_size) != (i + 1) * sizeof rec)
+      b_err = "round " + std::to_string(i) + ": the kernel's size is " + std::to_string(sb.st_size) + ", not " +
+              std::to_string((i + 1) * sizeof rec);
+  }
+  stop.store(true);
+  a.join();
+  close(kfd);
+  EXPECT_EQ(a_err, "");
+  EXPECT_EQ(b_err, "");
+  EXPECT_TRUE(small->Close().ok());
+  EXPECT_TRUE(big->Close().ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Dirs, SplitMpTest, test::DirsTimesModes(), test::DirAndModeName);

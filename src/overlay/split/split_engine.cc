@@ -296,9 +296,15 @@ void SplitEngine::DropStaging(FileState& st, bool all) {
 Status SplitEngine::FixStatFd(int, struct stat* st) { return FixStat(nullptr, st); }
 
 Status SplitEngine::BeforeLock() {
+  if (publish_.load(std::memory_order_acquire) == 0) return Status::Ok();  // nothing staged, nothing in flight
+  // In flight before the flag is cleared, until every file is relinked:
+  // another thread's BeforeLock that finds the flag cleared by this one
+  // waits for this publish instead of returning before its bytes are in.
+  publish_.fetch_add(kInFlight, std::memory_order_acq_rel);
+  std::lock_guard<std::mutex> serial(publish_mu_);
   // Cleared before the files are looked at: a file staged meanwhile sets
   // it again and is published by the next lock call (or this one).
-  if (!maybe_staged_.exchange(false, std::memory_order_acq_rel)) return Status::Ok();
+  publish_.fetch_and(~kMaybeStaged, std::memory_order_acq_rel);
   std::vector<std::shared_ptr<FileState>> open;
   {
     std::lock_guard<std::mutex> g(mu_);
@@ -318,6 +324,7 @@ Status SplitEngine::BeforeLock() {
     NoteStaged();  // the next lock call tries again
     if (first.ok()) first = r;
   }
+  publish_.fetch_sub(kInFlight, std::memory_order_acq_rel);
   return first;
 }
 

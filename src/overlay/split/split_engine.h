@@ -95,7 +95,10 @@ class SplitEngine final : public Engine {
   uint64_t epoch() const { return epoch_.load(std::memory_order_acquire); }
   // A file went from nothing staged to staged (st.mu held): the next
   // BeforeLock has something to publish.
-  void NoteStaged() { maybe_staged_.store(true, std::memory_order_release); }
+  void NoteStaged() {
+    if (!(publish_.load(std::memory_order_acquire) & kMaybeStaged))
+      publish_.fetch_or(kMaybeStaged, std::memory_order_acq_rel);
+  }
 
   RelinkMethod method() const { return method_.load(std::memory_order_relaxed); }
   const char* fs_name() const { return fs_name_; }
@@ -142,7 +145,17 @@ class SplitEngine final : public Engine {
   RecoveryReport recovery_;
   OpLog log_;
   std::atomic<uint64_t> epoch_{1};
-  std::atomic<bool> maybe_staged_{false};  // some file may have staged bytes
+  // BeforeLock's state, one word so that its fast exit is one load:
+  // kMaybeStaged, some file may have staged bytes; above it, how many
+  // BeforeLocks are publishing (kInFlight each). Invariant: a file's
+  // staged bytes are published, or kMaybeStaged is set, or a BeforeLock
+  // that will publish them is in flight. So a BeforeLock that sees 0 may
+  // return at once; one that sees a publish in flight waits for it on
+  // publish_mu_ (the bytes of its own thread may be among the ones being
+  // relinked: returning early would let its unlock go first).
+  static constexpr uint64_t kMaybeStaged = 1, kInFlight = 2;
+  std::atomic<uint64_t> publish_{0};
+  std::mutex publish_mu_;  // one publish at a time; taken before mu_ and any file's mu
   std::mutex mu_;  // files_
   std::map<std::pair<dev_t, ino_t>, std::shared_ptr<FileState>> files_;
   std::list<std::shared_ptr<FileState>> idle_;  // under mu_, most recently closed first
