@@ -50,7 +50,7 @@ namespace {
 bool OpenFollows(int flags) { return !(flags & O_NOFOLLOW) && (flags & (O_CREAT | O_EXCL)) != (O_CREAT | O_EXCL); }
 
 int OpenAny(int dirfd, const char* path, int flags, mode_t mode, int (*real)(int, const char*, int, ...)) {
-  if (in_core) return MoveHigh(real(dirfd, path, flags, mode));
+  if (in_core) return OverlayCoreOpened(real(dirfd, path, flags, mode));
   return FollowOut(dirfd, path, OpenFollows(flags), [&](int d, const char* p) {
     Route r = MapfsPath(d, p);
     if (r.mapfs) return OpenMapfs(r, flags, mode);
@@ -178,7 +178,7 @@ using mapfs::Status;
 
 MAPFS_EXPORT int open(const char* path, int flags, ...) {
   MAPFS_OPEN_MODE(flags);
-  if (in_core) return MoveHigh(REAL(open)(path, flags, mode));  // the core's own files
+  if (in_core) return OverlayCoreOpened(REAL(open)(path, flags, mode));  // the core's own files
   return FollowOut(AT_FDCWD, path, OpenFollows(flags), [&](int, const char* p) {
     Route r = MapfsPath(AT_FDCWD, p);
     if (r.mapfs) return OpenMapfs(r, flags, mode);
@@ -188,7 +188,7 @@ MAPFS_EXPORT int open(const char* path, int flags, ...) {
 }
 MAPFS_EXPORT int open64(const char* path, int flags, ...) {
   MAPFS_OPEN_MODE(flags);
-  if (in_core) return MoveHigh(REAL(open64)(path, flags, mode));
+  if (in_core) return OverlayCoreOpened(REAL(open64)(path, flags, mode));
   return FollowOut(AT_FDCWD, path, OpenFollows(flags), [&](int, const char* p) {
     Route r = MapfsPath(AT_FDCWD, p);
     if (r.mapfs) return OpenMapfs(r, flags, mode);
@@ -250,6 +250,8 @@ MAPFS_EXPORT void closefrom(int lo) {
 }
 
 MAPFS_EXPORT int dup(int fd) {
+  // The core's duplicates are internal, as its opens (OverlayCoreOpened).
+  if (in_core) return DupHigh(fd);
   if (DescRef d = MapfsFd(fd)) return Shim::Get().Install(std::move(d), false);
   if (OvRef o = OverlayFd(fd)) {
     int r = REAL(dup)(fd);

@@ -172,6 +172,18 @@ int OverlayKernelFlags(int dirfd, const char* path, int flags) {
   return OverlayPath(dirfd, path) ? flags & ~O_TRUNC : flags;
 }
 
+int OverlayCoreOpened(int fd) {
+  if (fd < 0 || !Conf().on) return MoveHigh(fd);
+  struct stat st;
+  if (REAL(fstat)(fd, &st) != 0 || !S_ISREG(st.st_mode)) return MoveHigh(fd);
+  char buf[PATH_MAX];
+  std::string link = "/proc/self/fd/" + std::to_string(fd);
+  ssize_t n = REAL(readlink)(link.c_str(), buf, sizeof buf - 1);
+  if (n <= 0) return MoveHigh(fd);
+  buf[n] = '\0';
+  return buf[0] == '/' && OverlayPath(AT_FDCWD, buf) ? KeepInternal(fd) : MoveHigh(fd);
+}
+
 OvRef OverlayLookup(int fd) {
   std::shared_lock<std::shared_mutex> g(g_mu);
   if (g_table == nullptr) return nullptr;

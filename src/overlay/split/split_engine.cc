@@ -198,18 +198,20 @@ Result<std::unique_ptr<OverlayFile>> SplitEngine::Adopt(int fd, int flags) {
     }
     // The state's own descriptors, without O_APPEND: O_RDWR when the
     // permissions allow (writable maps), else what this open was allowed.
+    // Nothing of the file is closed here: the program may hold POSIX locks
+    // on it (FileState::held).
     int acc = flags & O_ACCMODE;
     if (!st->maps_writable && (st->rfd < 0 || st->wfd < 0)) {
-      int rw = open(ProcFd(fd).c_str(), O_RDWR | O_CLOEXEC);
+      int rw = Reopen(*st, fd, O_RDWR);
       if (rw >= 0) {
         UnmapRegions(*st);  // read-only maps until now
-        if (st->rfd >= 0) close(st->rfd);
-        if (st->wfd >= 0) close(st->wfd);
+        if (st->rfd >= 0) st->held.push_back(st->rfd);
+        if (st->wfd >= 0 && st->wfd != st->rfd) st->held.push_back(st->wfd);
         st->rfd = st->wfd = rw;
         st->maps_writable = true;
       } else {
-        if (st->rfd < 0 && acc != O_WRONLY) st->rfd = open(ProcFd(fd).c_str(), O_RDONLY | O_CLOEXEC);
-        if (st->wfd < 0 && acc != O_RDONLY) st->wfd = open(ProcFd(fd).c_str(), O_WRONLY | O_CLOEXEC);
+        if (st->rfd < 0 && acc != O_WRONLY) st->rfd = Reopen(*st, fd, O_RDONLY);
+        if (st->wfd < 0 && acc != O_RDONLY) st->wfd = Reopen(*st, fd, O_WRONLY);
       }
     }
     missing = (acc != O_WRONLY && st->rfd < 0) || (acc != O_RDONLY && st->wfd < 0);
@@ -225,6 +227,24 @@ Result<std::unique_ptr<OverlayFile>> SplitEngine::Adopt(int fd, int flags) {
     return Status::Error(reopen_errno ? reopen_errno : EACCES, "overlay: reopen of the file");
   }
   return std::unique_ptr<OverlayFile>(std::move(f));
+}
+
+int SplitEngine::Reopen(FileState& st, int fd, int acc) {
+  // Under the shim the new descriptor keeps the kernel's (low) number:
+  // moving it high would close that number (OverlayCoreOpened). The
+  // duplicate is made high (dup in the core is DupHigh); the low one waits
+  // in `held` for the file's last close.
+  int low = open(ProcFd(fd).c_str(), acc | O_CLOEXEC);
+  if (low < 0) return -1;
+  int high = dup(low);
+  if (high < 0) return low;  // out of descriptors: the low one serves
+  st.held.push_back(low);
+  return high;
+}
+
+void SplitEngine::CloseHeld(FileState& st) {
+  for (int h : st.held) close(h);
+  st.held.clear();
 }
 
 Status SplitEngine::EnsureStaging(FileState& st, int some_fd) {

@@ -131,6 +131,11 @@ class SplitEngine final : public Engine {
   void Unidle(FileState& st);
   // Unmaps and closes everything of a state no file has open (st.mu held).
   static void Shut(FileState& st);
+  // A descriptor of the target (open through /proc/self/fd/`fd`) with
+  // access mode `acc`, without O_APPEND; -1/errno (st.mu held).
+  static int Reopen(FileState& st, int fd, int acc);
+  // Closes FileState::held: the file's last close only (st.mu held).
+  static void CloseHeld(FileState& st);
   // Drops idle files whose last name is gone (mu_ not held).
   void SweepUnlinked();
   bool TakeSpare(FileState& st);
