@@ -154,6 +154,11 @@ class Engine {
   // making it (an unlock keeps the lock, so no other process goes ahead
   // on a file this process still has bytes of).
   virtual Status BeforeLock() { return Status::Ok(); }
+  // Whether BeforeLock could have anything to do now (one load): the shim
+  // asks before calls that release locks as a side effect (close,
+  // close_range, dup2 and dup3 over an open descriptor), which publish
+  // first, as an unlock does.
+  virtual bool PublishPending() const { return false; }
   virtual void AfterLock() {}
   // Corrects a kernel stat of a regular file under the root, by path: the
   // content size (and blocks) where the engine's view differs from the

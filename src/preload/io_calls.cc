@@ -137,6 +137,9 @@ int Dup3(int oldfd, int newfd, int flags, bool is_dup2) {
   // (close() refuses them too): replacing the pool's or the placeholder's
   // would silently redirect later calls.
   if (!in_core && (IsInternal(newfd) || IsInternal(oldfd))) return FailErrno(EBADF);
+  // Replacing newfd closes it, which may release locks: published first,
+  // as for close; when that fails nothing is replaced (the lock stays).
+  if (oldfd != newfd && OverlayBeforeRelease() != 0) return -1;
   DescRef d = MapfsFd(oldfd);
   if (!d) {
     if (in_core) return is_dup2 ? REAL(dup2)(oldfd, newfd) : REAL(dup3)(oldfd, newfd, flags);
@@ -224,15 +227,25 @@ MAPFS_EXPORT int close(int fd) {
   if (in_core) return CloseInternal(fd);  // the core's own descriptor (or a transient one)
   if (IsInternal(fd)) return FailErrno(EBADF);  // not the program's to close
   if (Shim::Get().IsMapfs(fd)) return CloseMapfs(fd);
+  // The close may release locks: what this process staged is published
+  // first, as for an unlock. If that fails the descriptor is closed all the
+  // same (a program does not retry a close; Linux frees the number even
+  // when close reports EIO) and the error is reported.
+  int published = OverlayBeforeRelease(), err = errno;
   // An overlay number is forgotten before the kernel frees it for reuse.
   if (OverlayFd(fd)) OvForget(fd);
-  return REAL(close)(fd);
+  int r = REAL(close)(fd);
+  if (r == 0 && published != 0) return FailErrno(err);
+  return r;
 }
 
 // Closes [lo, hi] except the shim's and the core's own descriptors.
 MAPFS_EXPORT int close_range(unsigned lo, unsigned hi, int flags) {
   if (in_core) return REAL(close_range)(lo, hi, flags);
   if (lo > hi) return FailErrno(EINVAL);
+  // As close: locks may go with the descriptors. Nothing is closed when
+  // publishing failed, so the locks stay and the program sees the error.
+  if (!(flags & CLOSE_RANGE_CLOEXEC) && OverlayBeforeRelease() != 0) return -1;
   unsigned from = lo;
   for (int fd; from <= hi && (fd = NextInternal(from, hi)) >= 0; from = static_cast<unsigned>(fd) + 1)
     if (static_cast<unsigned>(fd) > from && REAL(close_range)(from, static_cast<unsigned>(fd) - 1, flags) != 0) return -1;

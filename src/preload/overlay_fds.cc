@@ -585,7 +585,7 @@ __attribute__((destructor)) void OverlayAtExit() {
 int OverlayBeforeLock() {
   if (in_core || g_ov_count.load(std::memory_order_relaxed) == 0) return 0;
   overlay::Engine* e = g_engine;
-  if (e == nullptr) return 0;
+  if (e == nullptr || !e->PublishPending()) return 0;
   int saved = errno;
   CoreScope cs;
   Status st = e->BeforeLock();
@@ -594,7 +594,19 @@ int OverlayBeforeLock() {
   return 0;
 }
 
+namespace {
+// Set by the first lock call the process made (it cannot be told from the
+// kernel cheaply): until then no close can release a lock.
+std::atomic<bool> g_took_locks{false};
+}  // namespace
+
+int OverlayBeforeRelease() {
+  if (!g_took_locks.load(std::memory_order_relaxed)) return 0;
+  return OverlayBeforeLock();
+}
+
 void OverlayAfterLock() {
+  if (!g_took_locks.load(std::memory_order_relaxed)) g_took_locks.store(true, std::memory_order_relaxed);
   if (in_core || g_ov_count.load(std::memory_order_relaxed) == 0) return;
   overlay::Engine* e = g_engine;
   if (e != nullptr) e->AfterLock();

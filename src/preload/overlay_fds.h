@@ -171,6 +171,14 @@ void OverlaySyncAll();
 // end this process still holds), else 0.
 int OverlayBeforeLock();
 void OverlayAfterLock();
+// Before a call that releases locks as a side effect: close, close_range,
+// dup2 and dup3 over an open descriptor (closing any descriptor of a file
+// releases the process's POSIX record locks on it; the last of an open
+// file description, its flock and OFD locks). Publishes as OverlayBeforeLock
+// does, once the process has made a lock call (inherited across exec,
+// locks are not seen: the new image made none); 0 or -1/errno. One load
+// while nothing is staged or no lock call was made.
+int OverlayBeforeRelease();
 inline bool SetsLock(int cmd) {
   return cmd == F_SETLK || cmd == F_SETLKW || cmd == F_OFD_SETLK || cmd == F_OFD_SETLKW;
 }

@@ -89,6 +89,7 @@ class SplitEngine final : public Engine {
   Status FixStat(const char* path, struct stat* st) override;
   Status FixStatFd(int fd, struct stat* st) override;
   Status BeforeLock() override;
+  bool PublishPending() const override { return publish_.load(std::memory_order_acquire) != 0; }
   void AfterLock() override { epoch_.fetch_add(1, std::memory_order_acq_rel); }
 
   // The lock epoch (FileState::epoch); starts at 1, so 0 is never current.
