@@ -50,7 +50,7 @@ namespace {
 bool OpenFollows(int flags) { return !(flags & O_NOFOLLOW) && (flags & (O_CREAT | O_EXCL)) != (O_CREAT | O_EXCL); }
 
 int OpenAny(int dirfd, const char* path, int flags, mode_t mode, int (*real)(int, const char*, int, ...)) {
-  if (in_core) return OverlayCoreOpened(real(dirfd, path, flags, mode));
+  if (in_core) return OverlayCoreOpened(real(dirfd, path, flags, mode), path);
   return FollowOut(dirfd, path, OpenFollows(flags), [&](int d, const char* p) {
     Route r = MapfsPath(d, p);
     if (r.mapfs) return OpenMapfs(r, flags, mode);
@@ -181,7 +181,7 @@ using mapfs::Status;
 
 MAPFS_EXPORT int open(const char* path, int flags, ...) {
   MAPFS_OPEN_MODE(flags);
-  if (in_core) return OverlayCoreOpened(REAL(open)(path, flags, mode));  // the core's own files
+  if (in_core) return OverlayCoreOpened(REAL(open)(path, flags, mode), path);  // the core's own files
   return FollowOut(AT_FDCWD, path, OpenFollows(flags), [&](int, const char* p) {
     Route r = MapfsPath(AT_FDCWD, p);
     if (r.mapfs) return OpenMapfs(r, flags, mode);
@@ -191,7 +191,7 @@ MAPFS_EXPORT int open(const char* path, int flags, ...) {
 }
 MAPFS_EXPORT int open64(const char* path, int flags, ...) {
   MAPFS_OPEN_MODE(flags);
-  if (in_core) return OverlayCoreOpened(REAL(open64)(path, flags, mode));
+  if (in_core) return OverlayCoreOpened(REAL(open64)(path, flags, mode), path);
   return FollowOut(AT_FDCWD, path, OpenFollows(flags), [&](int, const char* p) {
     Route r = MapfsPath(AT_FDCWD, p);
     if (r.mapfs) return OpenMapfs(r, flags, mode);

@@ -172,16 +172,43 @@ int OverlayKernelFlags(int dirfd, const char* path, int flags) {
   return OverlayPath(dirfd, path) ? flags & ~O_TRUNC : flags;
 }
 
-int OverlayCoreOpened(int fd) {
-  if (fd < 0 || !Conf().on) return MoveHigh(fd);
+int OverlayCoreOpened(int fd, const char* path) {
+  // Only the split engine's reopens, which it knows to duplicate high and
+  // hold (the virtual engine keeps the descriptors it opens past the
+  // program's close: low numbers would stay taken). Told apart cheaply
+  // (the first version read the link back: 2,400 instructions an open):
+  // a path through /proc/self/fd, a regular file on the root's file
+  // system; elsewhere (a mount inside the root) the link is read.
+  const Config& c = Conf();
+  if (fd < 0 || !c.on || c.opt.engine != overlay::EngineKind::kSplit || path == nullptr ||
+      std::strncmp(path, "/proc/self/fd/", 14) != 0)
+    return MoveHigh(fd);
+  static const dev_t root_dev = [&] {
+    struct stat rs;
+    return REAL(stat)(c.opt.dir.c_str(), &rs) == 0 ? rs.st_dev : static_cast<dev_t>(-1);
+  }();
   struct stat st;
   if (REAL(fstat)(fd, &st) != 0 || !S_ISREG(st.st_mode)) return MoveHigh(fd);
-  char buf[PATH_MAX];
-  std::string link = "/proc/self/fd/" + std::to_string(fd);
-  ssize_t n = REAL(readlink)(link.c_str(), buf, sizeof buf - 1);
-  if (n <= 0) return MoveHigh(fd);
-  buf[n] = '\0';
-  return buf[0] == '/' && OverlayPath(AT_FDCWD, buf) ? KeepInternal(fd) : MoveHigh(fd);
+  if (st.st_dev != root_dev) {
+    char buf[PATH_MAX];
+    ssize_t n = REAL(readlink)(path, buf, sizeof buf - 1);
+    if (n <= 0) return MoveHigh(fd);
+    buf[n] = '\0';
+    if (buf[0] != '/' || !OverlayPath(AT_FDCWD, buf)) return MoveHigh(fd);
+  }
+  // A low number kept is one the program's dup2 cannot take (EBADF) and
+  // its opens skip, while the file is open: only when a lock may be lost.
+  // The new description's OFD test conflicts with every record lock on the
+  // file, this process's included (their owner is not this description):
+  // none, and the move's close releases nothing. (A lock another thread
+  // takes between this test and the close would be released: it must have
+  // the file open through another descriptor and lock it in those few
+  // instructions.)
+  struct flock fl {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  if (REAL(fcntl)(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type == F_UNLCK) return MoveHigh(fd);
+  return KeepInternal(fd);
 }
 
 OvRef OverlayLookup(int fd) {

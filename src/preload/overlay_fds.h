@@ -66,17 +66,17 @@ inline OvRef OverlayFd(int fd) {
 
 // Whether MAPFS_OVERLAY is set (read once).
 bool OverlayConfigured();
-// A descriptor the core just opened (open, openat in a CoreScope): moved
-// to the internal range (MoveHigh), except a descriptor of a regular file
-// under the overlay's root, an engine's reopen of a program's file, which
-// keeps the kernel's number, marked internal. Moving it would close the low
+// A descriptor the core just opened (open, openat in a CoreScope) as
+// `path`: moved to the internal range (MoveHigh), except the split engine's
+// reopen of a program's file (through /proc/self/fd) while a record lock
+// is on the file, which keeps the kernel's number, marked internal. Moving it would close the low
 // number, and closing any descriptor of a file releases every POSIX record
 // lock the process holds on it (a program that locked the file through one
 // descriptor and then opened it again would lose its lock). The engine
 // makes its own high duplicate (dup in a CoreScope is DupHigh) and closes
 // the low one when the program's last descriptor of the file closes, which
 // releases those locks anyway (split/file_state.h, FileState::held).
-int OverlayCoreOpened(int fd);
+int OverlayCoreOpened(int fd, const char* path);
 // Whether `path` (relative to dirfd) names something under the overlay's
 // root, lexically (the hidden directory excluded).
 bool OverlayPath(int dirfd, const char* path);

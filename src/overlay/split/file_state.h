@@ -36,9 +36,10 @@ struct FileState {
   // Descriptors of the target the engine no longer uses but must not close
   // while a program's descriptor of the file is open: closing any
   // descriptor of a file releases every POSIX record lock the process holds
-  // on it. The low numbers of reopens (the shim keeps the kernel's number
-  // of a program's file, overlay_fds.h OverlayCoreOpened; rfd and wfd are
-  // high duplicates) and descriptors replaced by a read-write reopen.
+  // on it. The descriptors reopens returned (the shim keeps the kernel's
+  // low number when a lock is on the file, overlay_fds.h OverlayCoreOpened;
+  // rfd and wfd are high duplicates) and descriptors replaced by a
+  // read-write reopen.
   // Closed at the file's last close (Release), which comes with a close of
   // the program's own descriptor, and so releases those locks anyway.
   std::vector<int> held;
