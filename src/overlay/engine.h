@@ -149,8 +149,16 @@ class Engine {
   // for the lock's next holder. AfterLock, once the kernel set the lock:
   // each file's next call takes what another process may have changed
   // (its size) from the kernel again. Both cheap when there is nothing to
-  // do (one load); the defaults do nothing.
-  virtual void BeforeLock() {}
+  // do (one load); the defaults do nothing. A BeforeLock that could not
+  // publish returns the error: the shim then fails the lock call without
+  // making it (an unlock keeps the lock, so no other process goes ahead
+  // on a file this process still has bytes of).
+  virtual Status BeforeLock() { return Status::Ok(); }
+  // Whether BeforeLock could have anything to do now (one load): the shim
+  // asks before calls that release locks as a side effect (close,
+  // close_range, dup2 and dup3 over an open descriptor), which publish
+  // first, as an unlock does.
+  virtual bool PublishPending() const { return false; }
   virtual void AfterLock() {}
   // Corrects a kernel stat of a regular file under the root, by path: the
   // content size (and blocks) where the engine's view differs from the

@@ -50,7 +50,7 @@ namespace {
 bool OpenFollows(int flags) { return !(flags & O_NOFOLLOW) && (flags & (O_CREAT | O_EXCL)) != (O_CREAT | O_EXCL); }
 
 int OpenAny(int dirfd, const char* path, int flags, mode_t mode, int (*real)(int, const char*, int, ...)) {
-  if (in_core) return MoveHigh(real(dirfd, path, flags, mode));
+  if (in_core) return OverlayCoreOpened(real(dirfd, path, flags, mode), path);
   return FollowOut(dirfd, path, OpenFollows(flags), [&](int d, const char* p) {
     Route r = MapfsPath(d, p);
     if (r.mapfs) return OpenMapfs(r, flags, mode);
@@ -137,6 +137,9 @@ int Dup3(int oldfd, int newfd, int flags, bool is_dup2) {
   // (close() refuses them too): replacing the pool's or the placeholder's
   // would silently redirect later calls.
   if (!in_core && (IsInternal(newfd) || IsInternal(oldfd))) return FailErrno(EBADF);
+  // Replacing newfd closes it, which may release locks: published first,
+  // as for close; when that fails nothing is replaced (the lock stays).
+  if (oldfd != newfd && OverlayBeforeRelease() != 0) return -1;
   DescRef d = MapfsFd(oldfd);
   if (!d) {
     if (in_core) return is_dup2 ? REAL(dup2)(oldfd, newfd) : REAL(dup3)(oldfd, newfd, flags);
@@ -178,7 +181,7 @@ using mapfs::Status;
 
 MAPFS_EXPORT int open(const char* path, int flags, ...) {
   MAPFS_OPEN_MODE(flags);
-  if (in_core) return MoveHigh(REAL(open)(path, flags, mode));  // the core's own files
+  if (in_core) return OverlayCoreOpened(REAL(open)(path, flags, mode), path);  // the core's own files
   return FollowOut(AT_FDCWD, path, OpenFollows(flags), [&](int, const char* p) {
     Route r = MapfsPath(AT_FDCWD, p);
     if (r.mapfs) return OpenMapfs(r, flags, mode);
@@ -188,7 +191,7 @@ MAPFS_EXPORT int open(const char* path, int flags, ...) {
 }
 MAPFS_EXPORT int open64(const char* path, int flags, ...) {
   MAPFS_OPEN_MODE(flags);
-  if (in_core) return MoveHigh(REAL(open64)(path, flags, mode));
+  if (in_core) return OverlayCoreOpened(REAL(open64)(path, flags, mode), path);
   return FollowOut(AT_FDCWD, path, OpenFollows(flags), [&](int, const char* p) {
     Route r = MapfsPath(AT_FDCWD, p);
     if (r.mapfs) return OpenMapfs(r, flags, mode);
@@ -224,15 +227,25 @@ MAPFS_EXPORT int close(int fd) {
   if (in_core) return CloseInternal(fd);  // the core's own descriptor (or a transient one)
   if (IsInternal(fd)) return FailErrno(EBADF);  // not the program's to close
   if (Shim::Get().IsMapfs(fd)) return CloseMapfs(fd);
+  // The close may release locks: what this process staged is published
+  // first, as for an unlock. If that fails the descriptor is closed all the
+  // same (a program does not retry a close; Linux frees the number even
+  // when close reports EIO) and the error is reported.
+  int published = OverlayBeforeRelease(), err = errno;
   // An overlay number is forgotten before the kernel frees it for reuse.
   if (OverlayFd(fd)) OvForget(fd);
-  return REAL(close)(fd);
+  int r = REAL(close)(fd);
+  if (r == 0 && published != 0) return FailErrno(err);
+  return r;
 }
 
 // Closes [lo, hi] except the shim's and the core's own descriptors.
 MAPFS_EXPORT int close_range(unsigned lo, unsigned hi, int flags) {
   if (in_core) return REAL(close_range)(lo, hi, flags);
   if (lo > hi) return FailErrno(EINVAL);
+  // As close: locks may go with the descriptors. Nothing is closed when
+  // publishing failed, so the locks stay and the program sees the error.
+  if (!(flags & CLOSE_RANGE_CLOEXEC) && OverlayBeforeRelease() != 0) return -1;
   unsigned from = lo;
   for (int fd; from <= hi && (fd = NextInternal(from, hi)) >= 0; from = static_cast<unsigned>(fd) + 1)
     if (static_cast<unsigned>(fd) > from && REAL(close_range)(from, static_cast<unsigned>(fd) - 1, flags) != 0) return -1;
@@ -250,6 +263,8 @@ MAPFS_EXPORT void closefrom(int lo) {
 }
 
 MAPFS_EXPORT int dup(int fd) {
+  // The core's duplicates are internal, as its opens (OverlayCoreOpened).
+  if (in_core) return DupHigh(fd);
   if (DescRef d = MapfsFd(fd)) return Shim::Get().Install(std::move(d), false);
   if (OvRef o = OverlayFd(fd)) {
     int r = REAL(dup)(fd);
@@ -470,7 +485,8 @@ MAPFS_EXPORT int fcntl(int fd, int cmd, ...) {
   if (SetsLock(cmd)) {
     // A coherence point of the overlay (OverlayBeforeLock), whatever the
     // descriptor: SQLite's WAL locks live in the -shm file, not the -wal.
-    OverlayBeforeLock();
+    // Bytes it could not publish fail the call, which is not made.
+    if (OverlayBeforeLock() != 0) return -1;
     int r;
     if (DescRef d = MapfsFd(fd)) r = RecordLock(*d, fd, cmd, static_cast<struct flock*>(arg));
     else r = REAL(fcntl)(fd, cmd, arg);
@@ -542,7 +558,7 @@ MAPFS_EXPORT int fcntl64(int fd, int cmd, ...) {
 }
 
 MAPFS_EXPORT int flock(int fd, int op) {
-  OverlayBeforeLock();  // a coherence point of the overlay, as fcntl's locks
+  if (OverlayBeforeLock() != 0) return -1;  // a coherence point of the overlay, as fcntl's locks
   int r;
   if (DescRef d = MapfsFd(fd)) r = FileLock(*d, op);
   else r = REAL(flock)(fd, op);
@@ -552,7 +568,7 @@ MAPFS_EXPORT int flock(int fd, int op) {
 MAPFS_EXPORT int lockf(int fd, int cmd, off_t len) {
   if (!MapfsFd(fd)) {
     if (cmd == F_TEST) return REAL(lockf)(fd, cmd, len);
-    OverlayBeforeLock();  // as fcntl's locks (glibc's lockf calls its own fcntl)
+    if (OverlayBeforeLock() != 0) return -1;  // as fcntl's locks (glibc's lockf calls its own fcntl)
     int r = REAL(lockf)(fd, cmd, len);
     if (r == 0) OverlayAfterLock();
     return r;

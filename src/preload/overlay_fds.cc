@@ -172,6 +172,45 @@ int OverlayKernelFlags(int dirfd, const char* path, int flags) {
   return OverlayPath(dirfd, path) ? flags & ~O_TRUNC : flags;
 }
 
+int OverlayCoreOpened(int fd, const char* path) {
+  // Only the split engine's reopens, which it knows to duplicate high and
+  // hold (the virtual engine keeps the descriptors it opens past the
+  // program's close: low numbers would stay taken). Told apart cheaply
+  // (the first version read the link back: 2,400 instructions an open):
+  // a path through /proc/self/fd, a regular file on the root's file
+  // system; elsewhere (a mount inside the root) the link is read.
+  const Config& c = Conf();
+  if (fd < 0 || !c.on || c.opt.engine != overlay::EngineKind::kSplit || path == nullptr ||
+      std::strncmp(path, "/proc/self/fd/", 14) != 0)
+    return MoveHigh(fd);
+  static const dev_t root_dev = [&] {
+    struct stat rs;
+    return REAL(stat)(c.opt.dir.c_str(), &rs) == 0 ? rs.st_dev : static_cast<dev_t>(-1);
+  }();
+  struct stat st;
+  if (REAL(fstat)(fd, &st) != 0 || !S_ISREG(st.st_mode)) return MoveHigh(fd);
+  if (st.st_dev != root_dev) {
+    char buf[PATH_MAX];
+    ssize_t n = REAL(readlink)(path, buf, sizeof buf - 1);
+    if (n <= 0) return MoveHigh(fd);
+    buf[n] = '\0';
+    if (buf[0] != '/' || !OverlayPath(AT_FDCWD, buf)) return MoveHigh(fd);
+  }
+  // A low number kept is one the program's dup2 cannot take (EBADF) and
+  // its opens skip, while the file is open: only when a lock may be lost.
+  // The new description's OFD test conflicts with every record lock on the
+  // file, this process's included (their owner is not this description):
+  // none, and the move's close releases nothing. (A lock another thread
+  // takes between this test and the close would be released: it must have
+  // the file open through another descriptor and lock it in those few
+  // instructions.)
+  struct flock fl {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  if (REAL(fcntl)(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type == F_UNLCK) return MoveHigh(fd);
+  return KeepInternal(fd);
+}
+
 OvRef OverlayLookup(int fd) {
   std::shared_lock<std::shared_mutex> g(g_mu);
   if (g_table == nullptr) return nullptr;
@@ -570,17 +609,31 @@ __attribute__((destructor)) void OverlayAtExit() {
 // No open overlay file: nothing staged (close relinks) and no size cached
 // that a call could use without taking it afresh (a reopen does), so the
 // engine need not hear of the lock.
-void OverlayBeforeLock() {
-  if (in_core || g_ov_count.load(std::memory_order_relaxed) == 0) return;
+int OverlayBeforeLock() {
+  if (in_core || g_ov_count.load(std::memory_order_relaxed) == 0) return 0;
   overlay::Engine* e = g_engine;
-  if (e == nullptr) return;
+  if (e == nullptr || !e->PublishPending()) return 0;
   int saved = errno;
   CoreScope cs;
-  e->BeforeLock();
+  Status st = e->BeforeLock();
+  if (!st.ok()) return Fail(st);
   errno = saved;
+  return 0;
+}
+
+namespace {
+// Set by the first lock call the process made (it cannot be told from the
+// kernel cheaply): until then no close can release a lock.
+std::atomic<bool> g_took_locks{false};
+}  // namespace
+
+int OverlayBeforeRelease() {
+  if (!g_took_locks.load(std::memory_order_relaxed)) return 0;
+  return OverlayBeforeLock();
 }
 
 void OverlayAfterLock() {
+  if (!g_took_locks.load(std::memory_order_relaxed)) g_took_locks.store(true, std::memory_order_relaxed);
   if (in_core || g_ov_count.load(std::memory_order_relaxed) == 0) return;
   overlay::Engine* e = g_engine;
   if (e != nullptr) e->AfterLock();

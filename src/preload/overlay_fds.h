@@ -66,6 +66,17 @@ inline OvRef OverlayFd(int fd) {
 
 // Whether MAPFS_OVERLAY is set (read once).
 bool OverlayConfigured();
+// A descriptor the core just opened (open, openat in a CoreScope) as
+// `path`: moved to the internal range (MoveHigh), except the split engine's
+// reopen of a program's file (through /proc/self/fd) while a record lock
+// is on the file, which keeps the kernel's number, marked internal. Moving it would close the low
+// number, and closing any descriptor of a file releases every POSIX record
+// lock the process holds on it (a program that locked the file through one
+// descriptor and then opened it again would lose its lock). The engine
+// makes its own high duplicate (dup in a CoreScope is DupHigh) and closes
+// the low one when the program's last descriptor of the file closes, which
+// releases those locks anyway (split/file_state.h, FileState::held).
+int OverlayCoreOpened(int fd, const char* path);
 // Whether `path` (relative to dirfd) names something under the overlay's
 // root, lexically (the hidden directory excluded).
 bool OverlayPath(int dirfd, const char* path);
@@ -153,9 +164,21 @@ void OverlaySyncAll();
 // A lock call (fcntl F_SETLK/F_SETLKW/F_OFD_SETLK*, flock, lockf) on any
 // descriptor is a coherence point between processes (Engine::BeforeLock):
 // OverlayBeforeLock just before the kernel's call, OverlayAfterLock once it
-// succeeded. One load each while no overlay file is open.
-void OverlayBeforeLock();
+// succeeded. One load each while no overlay file is open. OverlayBeforeLock
+// returns -1 with errno set (EIO, ENOSPC, EFBIG...) when staged bytes could
+// not be published: the wrapper then fails the lock call without making it
+// (an unlock keeps the lock held, so no other process works on a file whose
+// end this process still holds), else 0.
+int OverlayBeforeLock();
 void OverlayAfterLock();
+// Before a call that releases locks as a side effect: close, close_range,
+// dup2 and dup3 over an open descriptor (closing any descriptor of a file
+// releases the process's POSIX record locks on it; the last of an open
+// file description, its flock and OFD locks). Publishes as OverlayBeforeLock
+// does, once the process has made a lock call (inherited across exec,
+// locks are not seen: the new image made none); 0 or -1/errno. One load
+// while nothing is staged or no lock call was made.
+int OverlayBeforeRelease();
 inline bool SetsLock(int cmd) {
   return cmd == F_SETLK || cmd == F_SETLKW || cmd == F_OFD_SETLK || cmd == F_OFD_SETLKW;
 }

@@ -184,6 +184,11 @@ int DupHigh(int fd) {
   return high;
 }
 
+int KeepInternal(int fd) {
+  MarkInternal(fd, true);
+  return fd;
+}
+
 int MoveHigh(int fd) {
   const int base = HighBase();
   if (fd < 0) return fd;

@@ -265,6 +265,8 @@ int MoveHigh(int fd);
 // any descriptor of a file does), e.g. SQLite's locks, when a second
 // connection opens a database the first one has locked.
 int DupHigh(int fd);
+// Marks `fd` internal where it is (no move, so no close); returns it.
+int KeepInternal(int fd);
 bool IsInternal(int fd);
 // The first internal descriptor in [from, to], or -1.
 int NextInternal(unsigned from, unsigned to);

@@ -195,7 +195,12 @@ MAPFS_EXPORT FILE* freopen64(const char* path, const char* mode, FILE* stream) {
 
 MAPFS_EXPORT int fclose(FILE* f) {
   if (g_streams != nullptr) Forget(f);
-  return REAL(fclose)(f);
+  // The C library closes the descriptor itself (not through the shim's
+  // close): published here, as close does (OverlayBeforeRelease).
+  int published = OverlayBeforeRelease(), err = errno;
+  int r = REAL(fclose)(f);
+  if (r == 0 && published != 0) return FailErrno(err);
+  return r;
 }
 
 MAPFS_EXPORT int fileno(FILE* f) {

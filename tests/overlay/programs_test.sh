@@ -202,6 +202,102 @@ run_sqlite_mp() {  # FS-PARENT LABEL MODE
   rm -rf "$nat" "$ovl"
 }
 
+# Locks held while the overlay works (docs/OVERLAY.md "Several processes"),
+# compared with the kernel's run: a POSIX lock survives the engine's reopen
+# of the file (A: before, its move of the new descriptor to a high number
+# closed the low one, which released the lock); a close or dup2 that
+# releases a lock first publishes this process's staged bytes to the lock's
+# next holder (B, C: before, it saw the old size). D, the overlay's alone:
+# an unlock whose publish fails (the file size limit) fails and keeps the
+# lock. Each checked to fail without its fix.
+read -r -d '' LOCKS <<'EOS' || true
+import errno, fcntl, os, resource, signal, struct
+R, OUT = os.environ["R"], os.environ["OUT"]
+FL = "hhxxxxqqixxxx"  # struct flock on x86-64 and aarch64
+def locked_elsewhere(fd):  # a child's F_GETLK: would a write lock conflict?
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        res = fcntl.fcntl(fd, fcntl.F_GETLK, struct.pack(FL, fcntl.F_WRLCK, 0, 0, 0, 0))
+        os.write(w, b"1" if struct.unpack(FL, res)[0] != fcntl.F_UNLCK else b"0")
+        os._exit(0)
+    os.waitpid(pid, 0)
+    v = os.read(r, 1) == b"1"
+    os.close(r); os.close(w)
+    return v
+# A: locked through a path outside the root (a descriptor the engine does
+# not serve), then opened through the overlay, read-only and read-write.
+p = os.path.join(R, "a")
+with open(p, "wb") as f: f.write(b"x" * 100)
+os.symlink(p, os.path.join(OUT, "lnk"))
+lfd = os.open(os.path.join(OUT, "lnk"), os.O_RDWR)
+fcntl.lockf(lfd, fcntl.LOCK_EX)
+fd = os.open(p, os.O_RDONLY)
+print("A locked after a read-only open:", locked_elsewhere(lfd))
+fd2 = os.open(p, os.O_RDWR)
+print("A locked after a read-write open:", locked_elsewhere(lfd))
+os.close(fd2); os.close(fd); os.close(lfd)
+# B, C: the lock's next holder (a child waiting for it) reads the size of a
+# file appended to under the lock, which is released by close (B) or by a
+# dup2 over the locking descriptor (C).
+for case in "BC":
+    d, l = os.path.join(R, case + ".data"), os.path.join(R, case + ".lock")
+    open(d, "wb").close(); open(l, "wb").close()
+    lfd = os.open(l, os.O_RDWR)
+    fcntl.lockf(lfd, fcntl.LOCK_EX)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        fcntl.lockf(lfd, fcntl.LOCK_EX)
+        os.write(w, str(os.stat(d).st_size).encode())
+        os._exit(0)
+    dfd = os.open(d, os.O_WRONLY | os.O_APPEND)
+    os.write(dfd, b"y" * 5000)
+    if case == "B":
+        os.close(lfd)
+    else:
+        nfd = os.open("/dev/null", os.O_RDONLY)
+        os.dup2(nfd, lfd)
+        os.close(nfd); os.close(lfd)
+    print(case, "size seen by the lock's next holder:", os.read(r, 32).decode())
+    os.waitpid(pid, 0); os.close(dfd); os.close(r); os.close(w)
+if os.environ.get("OVERLAY"):
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    p = os.path.join(R, "d")
+    fd = os.open(p, os.O_RDWR | os.O_CREAT, 0o644)
+    os.write(fd, b"a" * 100)
+    fcntl.lockf(fd, fcntl.LOCK_EX)  # published: the staging file exists
+    os.write(fd, b"b" * 10000)  # staged through its map, which the limit does not see
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4096, hard))
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_UN); print("D unlock: done")
+    except OSError as e:
+        print("D unlock:", errno.errorcode[e.errno])
+    resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    print("D locked after the failed unlock:", locked_elsewhere(fd))
+    fcntl.lockf(fd, fcntl.LOCK_UN)
+    print("D unlocked:", not locked_elsewhere(fd), os.stat(p).st_size)
+EOS
+
+run_locks() {  # FS-PARENT LABEL MODE
+  [ "$engine" = split ] || return 0
+  local nat=$1/lk-native-$3 ovl=$1/lk-overlay-$3
+  rm -rf "$nat" "$ovl" "$work/lk-out"; mkdir -p "$nat" "$ovl" "$work/lk-out"
+  R=$nat OUT=$work/lk-out python3 -c "$LOCKS" >"$work/lkn.out" 2>&1 || true
+  printf 'D unlock: EFBIG\nD locked after the failed unlock: True\nD unlocked: True 10100\n' >>"$work/lkn.out"
+  rm -rf "$work/lk-out"; mkdir -p "$work/lk-out"
+  R=$ovl OUT=$work/lk-out OVERLAY=1 "$mapfs" run --overlay "$ovl" --engine "$engine" --mode "$3" -- \
+    python3 -c "$LOCKS" >"$work/lko.out" 2>&1 || true
+  if ! grep -q "^C size" "$work/lkn.out" || ! cmp -s "$work/lkn.out" "$work/lko.out"; then
+    echo "FAIL: $engine locks held while the overlay works on $2 $3 differ from the kernel's run" >&2
+    diff "$work/lkn.out" "$work/lko.out" | head -20 >&2 || true; fails=$((fails + 1))
+  else
+    echo "ok: $engine locks kept across reopens, published before close and dup2, kept by a failed unlock on $2 $3"
+  fi
+  rm -rf "$nat" "$ovl" "$work/lk-out"
+}
+
 run_fsx() {  # FS-PARENT LABEL MODE
   local fsx; fsx=$(command -v fsx || true)
   [ -n "$fsx" ] || for d in "${CARGO_HOME:-$HOME/.cargo}/bin" /root/.cargo/bin; do [ -x "$d/fsx" ] && fsx=$d/fsx && break; done
@@ -242,6 +338,7 @@ for p in "${parents[@]}"; do
   for mode in "${modes[@]}"; do
     run_case "${p%%:*}" "${p##*:}" "$mode"
     run_sqlite_mp "${p%%:*}" "${p##*:}" "$mode"
+    run_locks "${p%%:*}" "${p##*:}" "$mode"
     run_fsx "${p%%:*}" "${p##*:}" "$mode"
   done
 done

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "overlay/engine.h"
 #include "overlay/split/op_log.h"
@@ -32,6 +33,16 @@ struct FileState {
   // (positioned writes and relinks need that): rfd readable, wfd writable;
   // equal when an O_RDWR reopen was allowed, which alone permits writable maps.
   int rfd = -1, wfd = -1;
+  // Descriptors of the target the engine no longer uses but must not close
+  // while a program's descriptor of the file is open: closing any
+  // descriptor of a file releases every POSIX record lock the process holds
+  // on it. The descriptors reopens returned (the shim keeps the kernel's
+  // low number when a lock is on the file, overlay_fds.h OverlayCoreOpened;
+  // rfd and wfd are high duplicates) and descriptors replaced by a
+  // read-write reopen.
+  // Closed at the file's last close (Release), which comes with a close of
+  // the program's own descriptor, and so releases those locks anyway.
+  std::vector<int> held;
   uint64_t block = 4096;
   uint64_t ksize = 0;
   // The engine's lock epoch (SplitEngine::epoch) when ksize was last taken

@@ -170,11 +170,28 @@ Status Relink(RelinkMethod m, int target_fd, int stage_fd, uint64_t off, uint64_
   // boundary is the target's old last block, shared with bytes it keeps.
   uint64_t head_end = std::min(end, RoundUp(off, block));
   if (m == RelinkMethod::kCopy || head_end >= end) return PlainCopy(stage_fd, stage_off, target_fd, off, len, stage_map);
-  uint64_t body = end - head_end, sbody = stage_off + (head_end - off);
+  // The target may already reach past `end`: another process made it
+  // longer while these bytes were staged (SplitFile::Revalidate). Its bytes
+  // there stay: the size is never cut back to `end`, and a last partial
+  // block is copied, not moved or cloned (a whole block would bring the
+  // staging file's bytes past `end` over them).
+  struct stat sb {};
+  if (fstat(target_fd, &sb) != 0) return Status::FromErrno("overlay relink: size of target");
+  const auto ksize = static_cast<uint64_t>(sb.st_size);
+  const uint64_t body_end = ksize > end ? end / block * block : end;
+  if (body_end <= head_end) return PlainCopy(stage_fd, stage_off, target_fd, off, len, stage_map);
+  uint64_t body = body_end - head_end, sbody = stage_off + (head_end - off);
+  // Copied in any case: the head, and the tail past the last whole block
+  // when the target reaches past `end`.
+  auto head_and_tail = [&]() -> Status {
+    MAPFS_RETURN_IF_ERROR(PlainCopy(stage_fd, stage_off, target_fd, off, head_end - off, stage_map));
+    return PlainCopy(stage_fd, stage_off + (body_end - off), target_fd, body_end, end - body_end, stage_map);
+  };
   if (m == RelinkMethod::kMoveExtents) {
     // The target's range must exist (unwritten) for extents to be swapped
     // into it: a hole is skipped by the kernel.
-    if (ftruncate(target_fd, static_cast<off_t>(end)) != 0) return Status::FromErrno("overlay relink: extend target");
+    if (ksize < end && ftruncate(target_fd, static_cast<off_t>(end)) != 0)
+      return Status::FromErrno("overlay relink: extend target");
     if (fallocate(target_fd, 0, static_cast<off_t>(head_end), static_cast<off_t>(body)) == 0) {
       MoveExtent me{};
       me.donor_fd = static_cast<uint32_t>(stage_fd);
@@ -188,7 +205,7 @@ Status Relink(RelinkMethod m, int target_fd, int stage_fd, uint64_t off, uint64_
       uint64_t moved = std::min<uint64_t>(me.moved_len * block, body);
       if (moved > 0) *used = RelinkMethod::kMoveExtents;
       if (r == 0 || moved > 0) {
-        MAPFS_RETURN_IF_ERROR(PlainCopy(stage_fd, stage_off, target_fd, off, head_end - off, stage_map));
+        MAPFS_RETURN_IF_ERROR(head_and_tail());
         return PlainCopy(stage_fd, sbody + moved, target_fd, head_end + moved, body - moved, stage_map);
       }
     }
@@ -199,10 +216,12 @@ Status Relink(RelinkMethod m, int target_fd, int stage_fd, uint64_t off, uint64_
     fcr.src_length = RoundUp(body, block);
     fcr.dest_offset = head_end;
     if (ioctl(target_fd, FICLONERANGE, &fcr) == 0) {
-      // The clone's last block may reach past the end: cut it back.
-      if (ftruncate(target_fd, static_cast<off_t>(end)) != 0) return Status::FromErrno("overlay relink: trim target");
+      // The clone's last block may reach past the end: cut it back, to
+      // `end` (the target ended at or before it: body_end is end then).
+      if (ksize <= end && ftruncate(target_fd, static_cast<off_t>(end)) != 0)
+        return Status::FromErrno("overlay relink: trim target");
       *used = RelinkMethod::kClone;
-      return PlainCopy(stage_fd, stage_off, target_fd, off, head_end - off, stage_map);
+      return head_and_tail();
     }
   }
   // Refused before anything moved: the copy.

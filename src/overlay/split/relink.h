@@ -31,7 +31,9 @@ RelinkMethod DetectRelinkMethod(int dir_fd, const char** fs_name, std::string* w
 
 // Puts staged bytes at target [off, off+len); the staging file holds the
 // byte at `off` at offset `stage_off`, and `stage_off - off` is a multiple
-// of `block`. Afterwards the target's size is at least off+len. `used` says
+// of `block`. Afterwards the target's size is at least off+len, and its
+// bytes past off+len (another process's, which made it longer) are kept:
+// neither cut off nor covered by a moved or cloned block. `used` says
 // which method did it (the copy when `m` was refused). For kMoveExtents the
 // staging file's range holds the target's old (unwritten) blocks afterwards.
 // `stage_map`, when not null, maps the whole staging file (MAP_SHARED):

@@ -14,6 +14,7 @@
 namespace mapfs::overlay::split {
 
 void SplitEngine::Shut(FileState& st) {
+  CloseHeld(st);
   UnmapRegions(st);
   if (st.rfd >= 0) close(st.rfd);
   if (st.wfd >= 0 && st.wfd != st.rfd) close(st.wfd);
@@ -57,6 +58,7 @@ void SplitEngine::Release(const std::shared_ptr<FileState>& st) {
       std::lock_guard<std::mutex> gs(st->mu);
       DropStaging(*st, true);
       st->sbase = st->send = st->ksize;  // a relink that failed at close: the staged bytes are lost
+      CloseHeld(*st);  // the program's last descriptor of the file closes too
       keep = !st->lru.empty() && st->rfd >= 0;
       if (!keep) Shut(*st);
       regions = st->lru.size();

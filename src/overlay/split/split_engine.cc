@@ -198,18 +198,20 @@ Result<std::unique_ptr<OverlayFile>> SplitEngine::Adopt(int fd, int flags) {
     }
     // The state's own descriptors, without O_APPEND: O_RDWR when the
     // permissions allow (writable maps), else what this open was allowed.
+    // Nothing of the file is closed here: the program may hold POSIX locks
+    // on it (FileState::held).
     int acc = flags & O_ACCMODE;
     if (!st->maps_writable && (st->rfd < 0 || st->wfd < 0)) {
-      int rw = open(ProcFd(fd).c_str(), O_RDWR | O_CLOEXEC);
+      int rw = Reopen(*st, fd, O_RDWR);
       if (rw >= 0) {
         UnmapRegions(*st);  // read-only maps until now
-        if (st->rfd >= 0) close(st->rfd);
-        if (st->wfd >= 0) close(st->wfd);
+        if (st->rfd >= 0) st->held.push_back(st->rfd);
+        if (st->wfd >= 0 && st->wfd != st->rfd) st->held.push_back(st->wfd);
         st->rfd = st->wfd = rw;
         st->maps_writable = true;
       } else {
-        if (st->rfd < 0 && acc != O_WRONLY) st->rfd = open(ProcFd(fd).c_str(), O_RDONLY | O_CLOEXEC);
-        if (st->wfd < 0 && acc != O_RDONLY) st->wfd = open(ProcFd(fd).c_str(), O_WRONLY | O_CLOEXEC);
+        if (st->rfd < 0 && acc != O_WRONLY) st->rfd = Reopen(*st, fd, O_RDONLY);
+        if (st->wfd < 0 && acc != O_RDONLY) st->wfd = Reopen(*st, fd, O_WRONLY);
       }
     }
     missing = (acc != O_WRONLY && st->rfd < 0) || (acc != O_RDONLY && st->wfd < 0);
@@ -225,6 +227,24 @@ Result<std::unique_ptr<OverlayFile>> SplitEngine::Adopt(int fd, int flags) {
     return Status::Error(reopen_errno ? reopen_errno : EACCES, "overlay: reopen of the file");
   }
   return std::unique_ptr<OverlayFile>(std::move(f));
+}
+
+int SplitEngine::Reopen(FileState& st, int fd, int acc) {
+  // Under the shim the new descriptor keeps the kernel's (low) number:
+  // moving it high would close that number (OverlayCoreOpened). The
+  // duplicate is made high (dup in the core is DupHigh); the low one waits
+  // in `held` for the file's last close.
+  int low = open(ProcFd(fd).c_str(), acc | O_CLOEXEC);
+  if (low < 0) return -1;
+  int high = dup(low);
+  if (high < 0) return low;  // out of descriptors: the low one serves
+  st.held.push_back(low);
+  return high;
+}
+
+void SplitEngine::CloseHeld(FileState& st) {
+  for (int h : st.held) close(h);
+  st.held.clear();
 }
 
 Status SplitEngine::EnsureStaging(FileState& st, int some_fd) {
@@ -295,10 +315,16 @@ void SplitEngine::DropStaging(FileState& st, bool all) {
 
 Status SplitEngine::FixStatFd(int, struct stat* st) { return FixStat(nullptr, st); }
 
-void SplitEngine::BeforeLock() {
+Status SplitEngine::BeforeLock() {
+  if (publish_.load(std::memory_order_acquire) == 0) return Status::Ok();  // nothing staged, nothing in flight
+  // In flight before the flag is cleared, until every file is relinked:
+  // another thread's BeforeLock that finds the flag cleared by this one
+  // waits for this publish instead of returning before its bytes are in.
+  publish_.fetch_add(kInFlight, std::memory_order_acq_rel);
+  std::lock_guard<std::mutex> serial(publish_mu_);
   // Cleared before the files are looked at: a file staged meanwhile sets
   // it again and is published by the next lock call (or this one).
-  if (!maybe_staged_.exchange(false, std::memory_order_acq_rel)) return;
+  publish_.fetch_and(~kMaybeStaged, std::memory_order_acq_rel);
   std::vector<std::shared_ptr<FileState>> open;
   {
     std::lock_guard<std::mutex> g(mu_);
@@ -306,12 +332,20 @@ void SplitEngine::BeforeLock() {
       if (st->refs > 0) open.push_back(st);
   }
   // mu_ released first: Release takes mu_ then a file's mu, never the reverse.
+  // A relink that fails leaves the bytes staged and fails the lock call
+  // (the first error; every file is still tried): had the lock call gone
+  // ahead, another process would append at the kernel's end, where this
+  // one later relinks its bytes over it.
+  Status first;
   for (auto& st : open) {
     std::lock_guard<std::mutex> g(st->mu);
-    // A relink that fails leaves the bytes staged (the file's fsync or
-    // close reports the error); the next lock call tries again.
-    if (!RelinkStaged(*this, *st, opt_.mode != Mode::kPosix).ok()) NoteStaged();
+    Status r = RelinkStaged(*this, *st, opt_.mode != Mode::kPosix);
+    if (r.ok()) continue;
+    NoteStaged();  // the next lock call tries again
+    if (first.ok()) first = r;
   }
+  publish_.fetch_sub(kInFlight, std::memory_order_acq_rel);
+  return first;
 }
 
 Status SplitEngine::FixStat(const char*, struct stat* sb) {

@@ -34,7 +34,8 @@
 // Across processes (docs/OVERLAY.md "Several processes"): a lock call of
 // the process, on any descriptor, is a coherence point, as NFS makes it.
 // BeforeLock relinks every file's staged bytes, so the next holder of the
-// lock in another process finds them in the kernel's file; AfterLock bumps
+// lock in another process finds them in the kernel's file (a relink that
+// fails fails the lock call, which is then not made); AfterLock bumps
 // epoch_, and each file's next call compares its FileState::epoch and
 // takes the kernel's size afresh (one fstat) when they differ. Without
 // locks, another process's change of the size is seen at the last-page
@@ -87,14 +88,18 @@ class SplitEngine final : public Engine {
   Result<std::unique_ptr<OverlayFile>> Adopt(int fd, int flags) override;
   Status FixStat(const char* path, struct stat* st) override;
   Status FixStatFd(int fd, struct stat* st) override;
-  void BeforeLock() override;
+  Status BeforeLock() override;
+  bool PublishPending() const override { return publish_.load(std::memory_order_acquire) != 0; }
   void AfterLock() override { epoch_.fetch_add(1, std::memory_order_acq_rel); }
 
   // The lock epoch (FileState::epoch); starts at 1, so 0 is never current.
   uint64_t epoch() const { return epoch_.load(std::memory_order_acquire); }
   // A file went from nothing staged to staged (st.mu held): the next
   // BeforeLock has something to publish.
-  void NoteStaged() { maybe_staged_.store(true, std::memory_order_release); }
+  void NoteStaged() {
+    if (!(publish_.load(std::memory_order_acquire) & kMaybeStaged))
+      publish_.fetch_or(kMaybeStaged, std::memory_order_acq_rel);
+  }
 
   RelinkMethod method() const { return method_.load(std::memory_order_relaxed); }
   const char* fs_name() const { return fs_name_; }
@@ -127,6 +132,11 @@ class SplitEngine final : public Engine {
   void Unidle(FileState& st);
   // Unmaps and closes everything of a state no file has open (st.mu held).
   static void Shut(FileState& st);
+  // A descriptor of the target (open through /proc/self/fd/`fd`) with
+  // access mode `acc`, without O_APPEND; -1/errno (st.mu held).
+  static int Reopen(FileState& st, int fd, int acc);
+  // Closes FileState::held: the file's last close only (st.mu held).
+  static void CloseHeld(FileState& st);
   // Drops idle files whose last name is gone (mu_ not held).
   void SweepUnlinked();
   bool TakeSpare(FileState& st);
@@ -141,7 +151,17 @@ class SplitEngine final : public Engine {
   RecoveryReport recovery_;
   OpLog log_;
   std::atomic<uint64_t> epoch_{1};
-  std::atomic<bool> maybe_staged_{false};  // some file may have staged bytes
+  // BeforeLock's state, one word so that its fast exit is one load:
+  // kMaybeStaged, some file may have staged bytes; above it, how many
+  // BeforeLocks are publishing (kInFlight each). Invariant: a file's
+  // staged bytes are published, or kMaybeStaged is set, or a BeforeLock
+  // that will publish them is in flight. So a BeforeLock that sees 0 may
+  // return at once; one that sees a publish in flight waits for it on
+  // publish_mu_ (the bytes of its own thread may be among the ones being
+  // relinked: returning early would let its unlock go first).
+  static constexpr uint64_t kMaybeStaged = 1, kInFlight = 2;
+  std::atomic<uint64_t> publish_{0};
+  std::mutex publish_mu_;  // one publish at a time; taken before mu_ and any file's mu
   std::mutex mu_;  // files_
   std::map<std::pair<dev_t, ino_t>, std::shared_ptr<FileState>> files_;
   std::list<std::shared_ptr<FileState>> idle_;  // under mu_, most recently closed first
