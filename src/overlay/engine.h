@@ -173,4 +173,12 @@ class Engine {
 // discarded) before any file is served.
 Result<std::unique_ptr<Engine>> OpenOverlay(const Options& o);
 
+// The lowest descriptor number the host (the shim) keeps for its own
+// descriptors; 0 without a host. An engine that must keep a descriptor of a
+// program's file away from the program's numbers duplicates it up there
+// only when the kernel gave it a lower one (one descriptor, not two, for
+// every file the shim already moved high).
+void SetInternalFdBase(int base);
+int InternalFdBase();
+
 }  // namespace mapfs::overlay

@@ -117,6 +117,7 @@ overlay::Engine* Engine() {
 overlay::Engine* EngineLocked() {
   if (g_engine != nullptr || g_engine_failed) return g_engine;
   CoreScope cs;
+  overlay::SetInternalFdBase(HighBase());
   auto e = overlay::OpenOverlay(Conf().opt);
   if (!e.ok()) {
     g_engine_failed = true;
@@ -633,8 +634,12 @@ int OverlayBeforeRelease() {
 }
 
 void OverlayAfterLock() {
+  // The engine's own locks (its op log's flock) go through the shim in the
+  // core: they must not set the flag, or every close of the process would
+  // take the publish path.
+  if (in_core) return;
   if (!g_took_locks.load(std::memory_order_relaxed)) g_took_locks.store(true, std::memory_order_relaxed);
-  if (in_core || g_ov_count.load(std::memory_order_relaxed) == 0) return;
+  if (g_ov_count.load(std::memory_order_relaxed) == 0) return;
   overlay::Engine* e = g_engine;
   if (e != nullptr) e->AfterLock();
 }

@@ -164,9 +164,6 @@ int CloseInternal(int fd) {
   return REAL(close)(fd);
 }
 
-namespace {
-// Where the internal descriptors start: above what programs use, below the
-// descriptor limit.
 int HighBase() {
   static int base = [] {
     struct rlimit rl;
@@ -175,7 +172,6 @@ int HighBase() {
   }();
   return base;
 }
-}  // namespace
 
 int DupHigh(int fd) {
   int high = REAL(fcntl)(fd, F_DUPFD_CLOEXEC, HighBase());

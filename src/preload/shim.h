@@ -259,6 +259,9 @@ std::string NormalizePath(std::string_view p);
 // internal: a program's close/close_range/closefrom does not reach it (the
 // program never opened it; it sees EBADF, as if the number were free).
 int MoveHigh(int fd);
+// Where the internal descriptors start: above what programs use, below the
+// descriptor limit.
+int HighBase();
 // A close-on-exec duplicate of `fd` made straight in that range and marked
 // internal. Not MoveHigh(dup(fd)): its close of the low duplicate would
 // release every POSIX record lock the process holds on the file (closing

@@ -236,6 +236,7 @@ int SplitEngine::Reopen(FileState& st, int fd, int acc) {
   // in `held` for the file's last close.
   int low = open(ProcFd(fd).c_str(), acc | O_CLOEXEC);
   if (low < 0) return -1;
+  if (low >= InternalFdBase()) return low;  // already up there (or no host)
   int high = dup(low);
   if (high < 0) return low;  // out of descriptors: the low one serves
   st.held.push_back(low);
