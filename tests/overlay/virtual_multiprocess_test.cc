@@ -620,5 +620,82 @@ TEST(VirtualMultiProcess, AMapperSlotNotYetReadyHoldsWritesBack) {
   ASSERT_TRUE(f->Close().ok());
 }
 
+// The engine's own descriptor of a file (a VFile's) is closed through
+// Opens like its others: a read-only attachment replaced at a read-write
+// open, kept alive by a map, goes at the unmap while the program holds a
+// record lock through its read-write descriptor; closing its descriptor
+// then would have dropped the lock.
+TEST(VirtualMultiProcess, AReplacedAttachmentGoingAtUnmapKeepsTheLocks) {
+  TempDir dir;
+  std::string path = dir.File("f");
+  auto e = MakeEngine(dir);
+  ASSERT_TRUE(e);
+  {
+    auto w = AdoptPath(*e, path, O_RDWR | O_CREAT);
+    ASSERT_TRUE(w);
+    ASSERT_TRUE(w->Pwrite(std::string(8192, 'r').data(), 8192, 0).ok());
+    ASSERT_TRUE(w->Close().ok());
+  }
+  // A fresh engine: the read-only open attaches read-only.
+  e = MakeEngine(dir);
+  ASSERT_TRUE(e);
+  auto ro = AdoptPath(*e, path, O_RDONLY);
+  ASSERT_TRUE(ro);
+  auto m = ro->Map(nullptr, 8192, PROT_READ, MAP_SHARED, 0);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  ASSERT_TRUE(ro->Close().ok());
+  auto rw = AdoptPath(*e, path, O_RDWR);
+  ASSERT_TRUE(rw);
+  LockByte0(rw->fd());
+  ASSERT_TRUE(LockedForOthers(path));
+  EXPECT_TRUE(e->UnmapViews(*m, 8192).ok());
+  munmap(*m, 8192);
+  EXPECT_TRUE(LockedForOthers(path)) << "the unmap released the program's lock";
+  ASSERT_TRUE(rw->Close().ok());
+}
+
+// An O_CREAT open of an empty file that someone holds flock'ed (another
+// process, or this one through another open file description) returns
+// (the format is skipped: an empty plain file) instead of waiting for the
+// flock forever; and an open of a plain file whose first bytes are zeros,
+// under someone's LOCK_EX, does not wait for a format that cannot be (it
+// is not of the size a format starts with).
+TEST(VirtualMultiProcess, OpensOfFilesHeldFlockedDoNotHang) {
+  TempDir dir;
+  std::string empty = dir.File("empty"), zeros = dir.File("zeros");
+  int a = ::open(empty.c_str(), O_RDWR | O_CREAT, 0644);
+  int b = ::open(zeros.c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(a, 0);
+  ASSERT_GE(b, 0);
+  ASSERT_EQ(pwrite(b, std::string(4096, '\0').data(), 4096, 0), 4096);
+  ASSERT_EQ(pwrite(b, "tail", 4, 4096), 4);
+  ASSERT_EQ(flock(a, LOCK_EX), 0);
+  ASSERT_EQ(flock(b, LOCK_EX), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    alarm(20);
+    auto e = NewVirtualEngine(Options{dir.path(), EngineKind::kVirtual, Mode::kPosix});
+    if (!e.ok()) _exit(10);
+    int fd = ::open(empty.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    auto f = (*e)->Adopt(fd, O_RDWR | O_CREAT);
+    if (!f.ok()) _exit(11);
+    auto t1 = std::chrono::steady_clock::now();
+    fd = ::open(zeros.c_str(), O_RDWR | O_CLOEXEC);
+    auto g = (*e)->Adopt(fd, O_RDWR);
+    if (!g.ok() || !(*g)->KernelIsContent()) _exit(12);
+    auto t2 = std::chrono::steady_clock::now();
+    if (t2 - t1 > std::chrono::milliseconds(500)) _exit(13);
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status)) << "the open hung (killed by its alarm)";
+  if (WIFEXITED(status)) {
+    EXPECT_EQ(WEXITSTATUS(status), 0);
+  }
+  ::close(a);
+  ::close(b);
+}
+
 }  // namespace
 }  // namespace mapfs::overlay::vrt::testing

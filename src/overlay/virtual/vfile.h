@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -57,6 +58,9 @@ struct FormatOptions {
 // Writes an empty virtualized file's metadata into `fd` (an empty regular
 // file opened read-write). Durable on return.
 Status Format(int fd, const FormatOptions& o = {});
+// The size Format gives the file before it writes the header (its first
+// step): a file of this size whose header is zeros may be mid-format.
+uint64_t FormatSize(const FormatOptions& o = {});
 // True if the file starts with the format's magic (a short or plain file is
 // not virtualized). Errors only for I/O failures.
 Result<bool> IsVirtualized(int fd);
@@ -80,6 +84,10 @@ class VFile {
   // !writable). Validates the header and replays the log since the last
   // checkpoint (recovery): EUCLEAN with a message on damage.
   static Result<std::unique_ptr<VFile>> Attach(int fd, bool writable, Mode mode);
+  // How the descriptor VFile opened of its own is closed when it goes
+  // (default: close). The engine closes it through Opens: a close while
+  // the application holds the inode open would drop its record locks.
+  void SetCloser(std::function<void(int)> closer) { closer_ = std::move(closer); }
   ~VFile();
   VFile(const VFile&) = delete;
   VFile& operator=(const VFile&) = delete;
@@ -350,6 +358,7 @@ class VFile {
   std::vector<Retired> limbo_;
   Mode mode_ = Mode::kPosix;
   int fd_ = -1;
+  std::function<void(int)> closer_;
   bool writable_ = false;
   bool dax_ = false;
   // Whole fresh data blocks go by pwrite, not through the map (tmpfs, set
