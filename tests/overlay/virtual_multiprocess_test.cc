@@ -141,7 +141,7 @@ TEST(VirtualMultiProcess, AnOpenDuringAnotherProcesssFormatWaitsForIt) {
   int fmt = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   ASSERT_GE(fmt, 0);
   ASSERT_EQ(flock(fmt, LOCK_EX), 0);
-  ASSERT_EQ(ftruncate(fmt, 2 << 20), 0);  // as Format's first step
+  ASSERT_EQ(ftruncate(fmt, static_cast<off_t>(FormatSize())), 0);  // as Format's first step
   std::thread formatter([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     EXPECT_TRUE(Format(fmt).ok());
