@@ -697,44 +697,5 @@ TEST(VirtualMultiProcess, OpensOfFilesHeldFlockedDoNotHang) {
   ::close(b);
 }
 
-// A store past the end in the last page of a direct map lands in the
-// file's block (the kernel's map of it), past the size. Whenever the size
-// grows over it, by a write in place (the map still there), a
-// copy-on-write write (the map gone) or a truncate, it reads zeros, as on
-// a kernel file.
-TEST(VirtualMultiProcess, GrowthOverAStorePastTheEndReadsZeros) {
-  TempDir dir;
-  auto e = MakeEngine(dir);
-  ASSERT_TRUE(e);
-  for (int how = 0; how < 3; how++) {
-    std::string path = dir.File("f" + std::to_string(how));
-    auto f = AdoptPath(*e, path, O_RDWR | O_CREAT);
-    ASSERT_TRUE(f);
-    ASSERT_TRUE(f->Pwrite(std::string(100, 'c').data(), 100, 0).ok());
-    auto m = f->Map(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, 0);
-    ASSERT_TRUE(m.ok()) << m.status().message();
-    char* map = static_cast<char*>(*m);
-    map[200] = 'X';  // past the end
-    if (how == 0) {
-      ASSERT_TRUE(f->Pwrite("y", 1, 300).ok());  // in place
-    }
-    EXPECT_TRUE(e->UnmapViews(map, 4096).ok());
-    munmap(map, 4096);
-    if (how == 1) {
-      ASSERT_TRUE(f->Pwrite("y", 1, 300).ok());  // copy-on-write
-    } else if (how == 2) {
-      ASSERT_TRUE(f->Truncate(301).ok());
-    }
-    std::string got(301, '\0');
-    auto rd = f->Pread(got.data(), got.size(), 0);
-    ASSERT_TRUE(rd.ok());
-    ASSERT_EQ(*rd, 301u);
-    EXPECT_EQ(got.find('X'), std::string::npos) << "growth " << how << " made a store past the end content";
-    ASSERT_TRUE(f->Close().ok());
-    std::string report;
-    EXPECT_TRUE(CheckFile(path, &report).ok()) << report;
-  }
-}
-
 }  // namespace
 }  // namespace mapfs::overlay::vrt::testing

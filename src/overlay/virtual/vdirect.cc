@@ -236,39 +236,6 @@ void VFile::DirectEnd() {
   direct_pid_ = 0;
 }
 
-bool VFile::RangeClean(uint32_t phys, size_t from, size_t to) const {
-  static const char kZero[kBlockSize] = {};
-  return std::memcmp(base_ + uint64_t{phys} * kBlockSize + from, kZero, to - from) == 0;
-}
-
-void VFile::ZeroRange(uint32_t phys, size_t from, size_t to) {
-  if (from >= to || RangeClean(phys, from, to)) return;  // the rule: nothing to write
-  Touch(phys);
-  ZeroData(base_ + uint64_t{phys} * kBlockSize + from, to - from);
-}
-
-Result<bool> VFile::ZeroGapInPlace(uint64_t size, uint64_t to) {
-  uint64_t* ip = mappers()->inplace;
-  int slot = -1;
-  for (int i = 0; (slot = ClaimSlot(ip, Self())) < 0; i++) {
-    if (i % 256 == 255) ClearDead(ip, kSlots);
-    sched_yield();
-  }
-  struct Release {
-    uint64_t* w;
-    ~Release() { StoreSlot(w, 0); }
-  } release{&ip[slot]};
-  if (!MappedReady()) return false;  // as WriteInPlace
-  Pin pin(this);
-  MAPFS_RETURN_IF_ERROR(CatchUp());
-  const uint64_t at = size / kBlockSize * kBlockSize;
-  auto m = Lookup(size / kBlockSize);
-  if (!m.ok()) return m.status();
-  if (TablePhys(*m) != 0)
-    ZeroRange(TablePhys(*m), size - at, static_cast<size_t>(std::min<uint64_t>(to - at, kBlockSize)));
-  return true;
-}
-
 void VFile::DirectReady(bool ready) {
   if (direct_slot_ >= 0 && direct_pid_ == Self())
     StoreSlot(&mappers()->mappers[direct_slot_], Self() | (ready ? kMapperReady : 0));
@@ -327,17 +294,6 @@ Result<size_t> VFile::WriteInPlace(const char* buf, size_t n, uint64_t off, size
   Pin pin(this);
   MAPFS_RETURN_IF_ERROR(CatchUp());
   const uint64_t size = size_.load(std::memory_order_acquire);
-  if (off > size && size % kBlockSize != 0) {
-    // The write leaves a gap from inside the last block: its bytes there
-    // past the size (a store past the end through a map, a failed or
-    // crashed grower's) become content, as zeros. Only the gap: a
-    // concurrent grower's bytes past it are its own (vfile.h ZeroRange).
-    const uint64_t at = size / kBlockSize * kBlockSize;
-    auto m = Lookup(size / kBlockSize);
-    if (!m.ok()) return m.status();
-    if (TablePhys(*m) != 0)
-      ZeroRange(TablePhys(*m), size - at, static_cast<size_t>(std::min<uint64_t>(off - at, kBlockSize)));
-  }
   size_t done = 0;
   while (done < n) {
     const uint64_t pos = off + done, vb = pos / kBlockSize;

@@ -247,20 +247,6 @@ class VFile {
   // Gives the hole `vblock` (table entry `was`) a zeroed block, unless it
   // stopped being a hole.
   Status FillHole(uint64_t vblock, uint64_t was, Pin* pin);
-  // Bytes [from, to) of block `phys` made zeros (written only if some are
-  // not). Past the size, the bytes of the last block may be garbage (a
-  // store past the end through a direct map, an in-place grower that
-  // failed or crashed before its size landed, the sole mapper's shrink cut
-  // before its zeroing): whoever grows the size over bytes it does not
-  // write zeroes them first, and only those (another grower's bytes past
-  // them are its own). Two processes growing the file at once in place,
-  // one over a gap the other writes into, may still lose the other's bytes
-  // there (docs/OVERLAY.md: in-place writes are not atomic).
-  void ZeroRange(uint32_t phys, size_t from, size_t to);
-  bool RangeClean(uint32_t phys, size_t from, size_t to) const;
-  // ZeroRange of content [size, min(to, end of size's block)), in place,
-  // under an in-place slot: false if no mapper is ready (then not done).
-  Result<bool> ZeroGapInPlace(uint64_t size, uint64_t to);
   // Sets or clears the ready bit of this process's mapper slot, if it has
   // one (under direct_mu_: the sole mapper's shrink, Truncate).
   void DirectReady(bool ready);
@@ -408,32 +394,27 @@ class VFile {
   // written by pwrite is not mapped yet (a page fault per append). A table
   // entry names one commit's copy of a block, whose bytes never change
   // while it is mapped (copy-on-write), so an equal entry means equal bytes.
-  // In-place writes (direct maps) change a block's bytes under the same
-  // entry, but only under a mapper registered since: the cache holds only
-  // while the direct epoch is the one read before the commit.
   // Only tried, never waited for: a fork while another thread holds it
   // leaves it held in the child, where the cache is then skipped (a miss
   // costs a read through the map), never a hang.
   std::mutex edge_mu_;
   uint64_t edge_entry_ = 0;              // 0: none
-  uint64_t edge_epoch_ = 0;              // DirectEpoch() before edge_entry_'s commit
   std::unique_ptr<char[]> edge_bytes_;  // kBlockSize, at the first append by pwrite
   // Bytes [from, to) of the block whose table entry is `entry` into dst,
   // if it is the remembered one.
   bool EdgeBytes(uint64_t entry, char* dst, size_t from, size_t to) {
     std::unique_lock<std::mutex> g(edge_mu_, std::try_to_lock);
-    if (!g.owns_lock() || entry != edge_entry_ || edge_bytes_ == nullptr || DirectEpoch() != edge_epoch_) return false;
+    if (!g.owns_lock() || entry != edge_entry_ || edge_bytes_ == nullptr) return false;
     std::memcpy(dst, edge_bytes_.get() + from, to - from);
     return true;
   }
-  void RememberEdge(uint64_t entry, const char* block, uint64_t epoch) {
+  void RememberEdge(uint64_t entry, const char* block) {
     std::unique_lock<std::mutex> g(edge_mu_, std::try_to_lock);
     if (!g.owns_lock()) return;
     if (edge_bytes_ == nullptr) edge_bytes_.reset(new (std::nothrow) char[pmem::kBlockSize]);
     if (edge_bytes_ == nullptr) return;
     std::memcpy(edge_bytes_.get(), block, pmem::kBlockSize);
     edge_entry_ = entry;
-    edge_epoch_ = epoch;
   }
   char* base_ = nullptr;
   size_t map_len_ = 0;

@@ -257,11 +257,10 @@ Result<size_t> VFile::WriteOnce(const char* buf, size_t n, uint64_t off, const u
     const uint64_t epoch = DirectEpoch();
     uint64_t head_v = 0, tail_v = 0;
     // Bytes [from, to) of virtual block vb as mapped now into dst.
-    auto old_bytes_below = [&](uint64_t vb, char* dst, size_t from, size_t to, uint64_t* mv, bool composed) -> Status {
+    auto old_bytes = [&](uint64_t vb, char* dst, size_t from, size_t to, uint64_t* mv, bool composed) -> Status {
       auto m = Lookup(vb);
       if (!m.ok()) return m.status();
       *mv = *m;
-      if (to <= from) return Status::Ok();
       if (TablePhys(*m) == 0) {
         if (composed) {
           std::memset(dst, 0, to - from);
@@ -275,32 +274,6 @@ Result<size_t> VFile::WriteOnce(const char* buf, size_t n, uint64_t off, const u
         CopyData(dst, base_ + uint64_t{TablePhys(*m)} * kBlockSize + from, to - from);
       }
       return Status::Ok();
-    };
-    // Bytes [from, to) of virtual block vb as mapped now into dst; those
-    // at or past the size as zeros (whatever the block holds there: a
-    // store past the end through a direct map, a failed grower's bytes:
-    // vfile.h ZeroRange). Only with no mapper: then the size grows over
-    // those bytes only by a commit that changes the block's mapping (the
-    // commit checks it) or a truncate that zeroes them too; with one, an
-    // in-place grower may make them content meanwhile, but then a commit
-    // that moves the block is refused (and one on a hole copies nothing)
-    // or, for a mapper come since, the epoch makes the copy again.
-    const uint64_t size_now = size_.load(std::memory_order_acquire);
-    const bool zero_past_size = !Mapped();
-    auto old_bytes = [&](uint64_t vb, char* dst, size_t from, size_t to, uint64_t* mv, bool composed) -> Status {
-      const uint64_t at = vb * kBlockSize;
-      if (zero_past_size && at + to > size_now) {
-        const size_t z = size_now > at + from ? static_cast<size_t>(size_now - at) : from;
-        Status st = old_bytes_below(vb, dst, from, z, mv, composed);
-        if (!st.ok()) return st;
-        if (composed) {
-          std::memset(dst + (z - from), 0, to - z);
-        } else {
-          ZeroData(dst + (z - from), to - z);
-        }
-        return Status::Ok();
-      }
-      return old_bytes_below(vb, dst, from, to, mv, composed);
     };
     // A composed edge block: old bytes, then the caller's over them.
     auto new_bytes = [&](uint64_t vb, char* blk) {
@@ -346,7 +319,7 @@ Result<size_t> VFile::WriteOnce(const char* buf, size_t n, uint64_t off, const u
       return st;
     }
     if (retry_copy) continue;
-    if (tail_composed) RememberEdge(MakeTableEntry(seq, a.At(nb - 1)), tail_blk, epoch);
+    if (tail_composed) RememberEdge(MakeTableEntry(seq, a.At(nb - 1)), tail_blk);
     // Read-your-writes in this process, then a checkpoint if half the ring
     // is waiting (without waiting for another process's). A record written
     // by pwrite is still in rb (all of its block): its replay here need not
@@ -509,39 +482,11 @@ Status VFile::Truncate(uint64_t new_size) {
     uint64_t keep = (new_size + kBlockSize - 1) / kBlockSize, had = (old + kBlockSize - 1) / kBlockSize;
     if (had > keep) runs[rh->nruns++] = Run{static_cast<uint32_t>(keep), 0, static_cast<uint32_t>(had - keep), 0};
     uint64_t pb = new_size / kBlockSize, pv = 0;
-    size_t keep_bytes = new_size % kBlockSize;
     uint32_t part = 0;
     // The sole mapper's partial last block is zeroed in place after the
     // commit (its maps see it; a kernel map's last page reads zeros past
     // the end), not copied.
     bool partial = new_size < old && new_size % kBlockSize != 0 && !sole;
-    uint64_t vlo = new_size < old ? pb : 0, vhi = new_size < old ? had : 0;
-    if (new_size > old && old % kBlockSize != 0) {
-      // Growing over the rest of the last block: its bytes past the old
-      // size become content, as zeros (vfile.h ZeroRange): in place while
-      // the block is mapped, else a copy of the block if any is not zero.
-      if (Mapped()) {
-        auto z = ZeroGapInPlace(old, new_size);
-        if (!z.ok()) {
-          Free(rec, 1);
-          return z.status();
-        }
-        if (!*z) {  // a mapper not yet ready
-          AwaitMappers(&spins);
-          continue;
-        }
-      } else {
-        auto m = Lookup(old / kBlockSize);
-        if (!m.ok()) return m.status();
-        const size_t to = static_cast<size_t>(std::min<uint64_t>(new_size - old / kBlockSize * kBlockSize, kBlockSize));
-        if (TablePhys(*m) != 0 && !RangeClean(TablePhys(*m), old % kBlockSize, to)) {
-          pb = old / kBlockSize;
-          keep_bytes = old % kBlockSize;
-          partial = true;
-          vlo = pb, vhi = pb + 1;  // refused if a map comes meanwhile
-        }
-      }
-    }
     if (partial) {
       auto m = Lookup(pb);
       if (!m.ok()) return m.status();
@@ -550,6 +495,7 @@ Status VFile::Truncate(uint64_t new_size) {
         uint32_t pl = 0, pn = 0;
         MAPFS_RETURN_IF_ERROR(Alloc(1, &part, &pl, &pn, 1));
         char* dst = base_ + uint64_t{part} * kBlockSize;
+        size_t keep_bytes = new_size % kBlockSize;
         CopyData(dst, base_ + uint64_t{TablePhys(pv)} * kBlockSize, keep_bytes);
         ZeroData(dst + keep_bytes, kBlockSize - keep_bytes);
         runs[rh->nruns++] = Run{static_cast<uint32_t>(pb), part, 1, 0};
@@ -565,7 +511,7 @@ Status VFile::Truncate(uint64_t new_size) {
     // and no writer is in place by then (Commit checks the slots instead
     // of the blocks).
     Status st = Commit(MakeIndirect(0, rec), &seq, partial ? &pb : nullptr, pv, nullptr, 0, &old, &retry,
-                       vlo, vhi, sole, partial ? &epoch : nullptr);
+                       new_size < old ? pb : 0, new_size < old ? had : 0, sole, partial ? &epoch : nullptr);
     if (retry || (!st.ok() && (st.code() == kSizeMoved || st.code() == kMappedNow))) {
       if (part != 0) Free(part, 1);
       if (!st.ok() && st.code() == kMappedNow) AwaitMappers(&spins);
