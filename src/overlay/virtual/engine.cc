@@ -498,17 +498,25 @@ class VirtualEngine final : public Engine {
         Forget({st.st_dev, st.st_ino});
         files_.erase({st.st_dev, st.st_ino});
       }
+      // Non-blocking, bounded (as SettledFormat): the holder may be the
+      // application (another process, or this one through another open
+      // file description); then the file is left as it is, empty and plain.
       Status s = Status::Ok();
-      if (flock(rw, LOCK_EX) == 0) {
-        struct stat now {};
-        if (fstat(rw, &now) == 0 && now.st_size == 0) s = vrt::Format(rw);
-        flock(rw, LOCK_UN);
+      for (int i = 0; i < 2000; i++) {  // 2 s: a format is a few system calls
+        if (flock(rw, LOCK_EX | LOCK_NB) == 0) {
+          struct stat now {};
+          if (fstat(rw, &now) == 0 && now.st_size == 0) s = vrt::Format(rw);
+          flock(rw, LOCK_UN);
+          break;
+        }
+        if (errno != EWOULDBLOCK && errno != EINTR) break;
+        usleep(1000);
       }
       opens_->Close(key, rw);
       MAPFS_RETURN_IF_ERROR(s);
     }
     auto v = IsVirtualizedAny(fd, key);
-    if (v.ok() && !*v && st.st_size != 0) v = SettledFormat(fd, key);
+    if (v.ok() && !*v && st.st_size != 0) v = SettledFormat(fd, key, static_cast<uint64_t>(st.st_size));
     if (!v.ok()) return v.status();
     if (!*v) {
       std::lock_guard<std::mutex> g(mu_);
@@ -531,6 +539,7 @@ class VirtualEngine final : public Engine {
         auto a = VFile::Attach(src, writable || (f && f->writable()), opt_.mode);
         if (src != fd) opens_->Close(key, src);
         if (!a.ok()) return a.status();
+        (*a)->SetCloser([o = opens_, key](int d) { o->Close(key, d); });
         f = std::shared_ptr<VFile>(std::move(*a));
         files_[k] = f;
       }
@@ -557,7 +566,11 @@ class VirtualEngine final : public Engine {
   // own) and looks again. Bounded, non-blocking attempts: the holder of
   // the flock may be this very process (the application's own flock on
   // the file), and then the file stays what it is.
-  Result<bool> SettledFormat(int fd, const Key& key) {
+  Result<bool> SettledFormat(int fd, const Key& key, uint64_t size) {
+    // Only at the size Format gives the file first (it starts on an empty
+    // file): a plain file whose first bytes are zeros, held under someone's
+    // LOCK_EX, is not waited for.
+    if (size != vrt::FormatSize()) return false;
     int ro = open(("/proc/self/fd/" + std::to_string(fd)).c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (ro < 0) return false;  // unreadable: as before, plain
     char head[64];

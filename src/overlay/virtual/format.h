@@ -93,6 +93,14 @@ struct MetaMappers {
 static_assert(sizeof(MetaMappers) == 256);
 inline constexpr size_t kMappersOffset = kSharedOffset + sizeof(MetaShared);
 static_assert(kMappersOffset == 320 && kMappersOffset + sizeof(MetaMappers) <= kBlockSize);
+// Bumped by every process that registers as a mapper, before its slot is
+// ready (so before any write in place under it): a copy-on-write commit
+// whose old bytes were copied under another value retries its copy, as
+// in-place writes may have changed those bytes without changing their
+// block's mapping while that mapper came and went. Offset 576 of the meta
+// block, zero in files formatted before it.
+inline constexpr size_t kDirectEpochOffset = kMappersOffset + sizeof(MetaMappers);
+static_assert(kDirectEpochOffset == 576);
 
 // Log entry (8 bytes, committed by one compare-and-swap of its slot):
 //   63..58 lap   (seq / log_slots) mod 64: tells the entry of sequence

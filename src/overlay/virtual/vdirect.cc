@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <vector>
@@ -27,10 +26,12 @@ namespace persist = ::mapfs::medium;
 namespace {
 
 constexpr size_t kSlots = 16;
+constexpr uint64_t kPidBits = 0xffffffff;
 
 // Whether process `pid` still runs (a zombie does not: it maps nothing and
 // stores nothing any more).
-bool Alive(uint64_t pid) {
+bool Alive(uint64_t word) {
+  const uint64_t pid = word & kPidBits;
   if (pid == 0 || pid > 0x7fffffff) return false;
   if (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) return false;
   char path[48];
@@ -46,6 +47,9 @@ bool Alive(uint64_t pid) {
   return !(p != nullptr && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'));
 }
 
+// This process's word in a slot (the ready bit clear).
+uint64_t Self() { return static_cast<uint64_t>(getpid()); }
+
 int ClaimSlot(uint64_t* words, uint64_t me) {
   for (size_t i = 0; i < kSlots; i++) {
     uint64_t z = 0;
@@ -54,47 +58,64 @@ int ClaimSlot(uint64_t* words, uint64_t me) {
   return -1;
 }
 
-bool AnySet(const uint64_t* words) {
-  for (size_t i = 0; i < kSlots; i++)
-    if (persist::Load64(&words[i]) != 0) return true;
-  return false;
+void StoreSlot(uint64_t* word, uint64_t v) { std::atomic_ref<uint64_t>(*word).store(v, std::memory_order_seq_cst); }
+
+// The 16 words (two cache lines) ORed by eight 16-byte loads, ~15
+// instructions, not 16 atomic loads with a branch each (measured: those
+// cost 3 % of the suite's instructions; on every write's path). Each word
+// is stored whole (8-byte aligned CAS or store), so a load of it sees the
+// old or the new word; the compiler barrier makes the copy a fresh read
+// from the file's page. x86 keeps loads in order, and the stores the
+// protocol orders them after are locked instructions (vfile.h).
+__m128i OrWords(const uint64_t* words) {
+  asm volatile("" ::: "memory");
+  const __m128i* w = reinterpret_cast<const __m128i*>(words);  // 64-byte aligned
+  return _mm_or_si128(_mm_or_si128(_mm_or_si128(_mm_load_si128(w), _mm_load_si128(w + 1)),
+                                   _mm_or_si128(_mm_load_si128(w + 2), _mm_load_si128(w + 3))),
+                      _mm_or_si128(_mm_or_si128(_mm_load_si128(w + 4), _mm_load_si128(w + 5)),
+                                   _mm_or_si128(_mm_load_si128(w + 6), _mm_load_si128(w + 7))));
 }
+
+bool NonZero(__m128i v) { return _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_setzero_si128())) != 0xffff; }
 
 }  // namespace
 
-// On every write's path (twice): the 16 words (two cache lines) ORed by
-// eight 16-byte loads, ~15 instructions, not 16 atomic loads with a branch
-// each (measured: those cost 3 % of the suite's instructions). Each word is stored whole (8-byte
-// aligned CAS), so a load of it sees 0 or a pid; the compiler barrier
-// makes the copy a fresh read from the file's page. The ordering the
-// protocol needs comes from the log (vfile.h: the commit CAS, the barrier
-// entry), not from this load.
-bool VFile::Mapped() const {
-  static_assert(sizeof(MetaMappers::mappers) == 8 * sizeof(__m128i));
-  asm volatile("" ::: "memory");
-  const __m128i* w = reinterpret_cast<const __m128i*>(mappers()->mappers);  // 64-byte aligned
-  __m128i any = _mm_or_si128(_mm_or_si128(_mm_or_si128(_mm_load_si128(w), _mm_load_si128(w + 1)),
-                                          _mm_or_si128(_mm_load_si128(w + 2), _mm_load_si128(w + 3))),
-                             _mm_or_si128(_mm_or_si128(_mm_load_si128(w + 4), _mm_load_si128(w + 5)),
-                                          _mm_or_si128(_mm_load_si128(w + 6), _mm_load_si128(w + 7))));
-  return _mm_movemask_epi8(_mm_cmpeq_epi8(any, _mm_setzero_si128())) != 0xffff;
+static_assert(sizeof(MetaMappers::mappers) == 8 * sizeof(__m128i));
+
+bool VFile::Mapped() const { return NonZero(OrWords(mappers()->mappers)); }
+
+// The ready bit is bit 63 of a word: the sign bit of its 64-bit lane.
+bool VFile::MappedReady() const {
+  return _mm_movemask_pd(_mm_castsi128_pd(OrWords(mappers()->mappers))) != 0;
 }
 
+uint64_t VFile::DirectEpoch() const { return persist::Load64(direct_epoch()); }
+
+bool VFile::InPlaceBusy() const { return NonZero(OrWords(mappers()->inplace)); }
+
 bool VFile::OthersMapped() const {
-  const uint64_t me = static_cast<uint64_t>(getpid());
+  const uint64_t me = Self();
   for (size_t i = 0; i < kSlots; i++) {
     uint64_t w = persist::Load64(&mappers()->mappers[i]);
-    if (w != 0 && w != me) return true;
+    if (w != 0 && (w & ~kMapperReady) != me) return true;
   }
   return false;
 }
 
 void VFile::ClearDead(uint64_t* words, size_t n) const {
   for (size_t i = 0; i < n; i++) {
-    uint64_t pid = persist::Load64(&words[i]);
-    if (pid != 0 && !Alive(pid))
-      std::atomic_ref<uint64_t>(words[i]).compare_exchange_strong(pid, 0, std::memory_order_seq_cst);
+    uint64_t w = persist::Load64(&words[i]);
+    if (w != 0 && !Alive(w))
+      std::atomic_ref<uint64_t>(words[i]).compare_exchange_strong(w, 0, std::memory_order_seq_cst);
   }
+}
+
+void VFile::AwaitMappers(unsigned* spins) const {
+  if (++*spins % 256 == 0) {
+    ClearDead(mappers()->mappers, kSlots);
+    ClearDead(mappers()->inplace, kSlots);
+  }
+  sched_yield();
 }
 
 Result<bool> VFile::MovesMapped(uint64_t vlo, uint64_t vhi) const {
@@ -167,7 +188,7 @@ Status VFile::FillHole(uint64_t vblock, uint64_t was, Pin* pin) {
 Status VFile::DirectBegin() {
   if (!writable_) return Status::Error(EACCES, "virtual: a writable shared map needs a writable file");
   std::lock_guard<std::mutex> g(direct_mu_);
-  const uint64_t me = static_cast<uint64_t>(getpid());
+  const uint64_t me = Self();
   if (direct_slot_ >= 0 && direct_pid_ == me) {
     direct_maps_++;
     return Status::Ok();
@@ -181,39 +202,43 @@ Status VFile::DirectBegin() {
   }
   if (slot < 0)
     return Status::Error(EAGAIN, "virtual: every mapper slot of the file is held: too many processes map it");
+  // Before the slot can be ready: a copy-on-write writer that copied old
+  // bytes before this retries its copy (Commit).
+  std::atomic_ref<uint64_t>(*direct_epoch()).fetch_add(1, std::memory_order_seq_cst);
   // The barrier: a writer that committed without seeing the slot did so
   // before this entry (it checks the slots after finding its log slot
   // free: Commit), and DirectRuns replays up to here before any lookup.
+  // Only then is the slot ready: an in-place writer that sees it ready
+  // replays past the barrier before its lookups, so no commit that moves
+  // a block it writes into lands after them (a writer that saw the slot
+  // merely claimed could look a block up that such a commit then moves).
   Status st = ExtendSize(0);
   if (!st.ok()) {
-    std::atomic_ref<uint64_t>(words[slot]).store(0, std::memory_order_seq_cst);
+    StoreSlot(&words[slot], 0);
     return st;
   }
+  StoreSlot(&words[slot], me | kMapperReady);
   direct_slot_ = slot;
   direct_pid_ = me;
   direct_maps_++;
   return Status::Ok();
 }
 
+// No wait for in-place writers: once the slot is clear a commit may again
+// move blocks, but Commit refuses to while any in-place slot is set, and a
+// writer claims its in-place slot before it looks for a ready mapper.
 void VFile::DirectEnd() {
   std::lock_guard<std::mutex> g(direct_mu_);
   if (direct_maps_ == 0 || --direct_maps_ > 0) return;
-  if (direct_slot_ < 0 || direct_pid_ != static_cast<uint64_t>(getpid())) return;  // a fork parent's slot
-  std::atomic_ref<uint64_t>(mappers()->mappers[direct_slot_]).store(0, std::memory_order_seq_cst);
+  if (direct_slot_ < 0 || direct_pid_ != Self()) return;  // a fork parent's slot
+  StoreSlot(&mappers()->mappers[direct_slot_], 0);
   direct_slot_ = -1;
   direct_pid_ = 0;
-  if (Mapped()) return;  // other mappers keep writes in place
-  // Writers that saw a mapper may still be storing in place into blocks it
-  // kept from moving; once none is left, commits move blocks again and the
-  // GC reuses them. Wait for those writers (a write's stores: microseconds;
-  // a dead writer's slot is cleared). Bounded: a writer stopped for 10 s
-  // (SIGSTOP) is not waited for (docs/OVERLAY.md).
-  uint64_t* ip = mappers()->inplace;
-  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  for (int i = 0; AnySet(ip) && std::chrono::steady_clock::now() < until; i++) {
-    if (i % 256 == 255) ClearDead(ip, kSlots);
-    sched_yield();
-  }
+}
+
+void VFile::DirectReady(bool ready) {
+  if (direct_slot_ >= 0 && direct_pid_ == Self())
+    StoreSlot(&mappers()->mappers[direct_slot_], Self() | (ready ? kMapperReady : 0));
 }
 
 Result<std::vector<VFile::DirectRun>> VFile::DirectRuns(uint64_t off, size_t len) {
@@ -249,19 +274,23 @@ Result<std::vector<VFile::DirectRun>> VFile::DirectRuns(uint64_t off, size_t len
 Result<size_t> VFile::WriteInPlace(const char* buf, size_t n, uint64_t off, size_t* cow) {
   *cow = 0;
   uint64_t* ip = mappers()->inplace;
-  const uint64_t me = static_cast<uint64_t>(getpid());
   int slot = -1;
-  for (int i = 0; (slot = ClaimSlot(ip, me)) < 0; i++) {
+  for (int i = 0; (slot = ClaimSlot(ip, Self())) < 0; i++) {
     if (i % 256 == 255) ClearDead(ip, kSlots);
     sched_yield();
   }
   struct Release {
     uint64_t* w;
-    ~Release() { std::atomic_ref<uint64_t>(*w).store(0, std::memory_order_seq_cst); }
+    ~Release() { StoreSlot(w, 0); }
   } release{&ip[slot]};
-  // Checked after claiming the slot: a mapper that leaves either is seen
-  // here or waits for this slot (DirectEnd).
-  if (!Mapped()) return size_t{0};
+  // Checked after claiming the slot (the CAS is a full fence), while a
+  // committer reads the mapper slots, then the in-place ones (Commit): a
+  // commit that saw neither this slot nor a mapper lands before a mapper
+  // that is seen here became ready, so the replay below sees it; a commit
+  // that sees this slot moves no block (kMappedNow). A mapper merely
+  // claimed, not yet ready: nothing in place (the caller's copy-on-write
+  // commit is refused while it is claimed, and tried again).
+  if (!MappedReady()) return size_t{0};
   Pin pin(this);
   MAPFS_RETURN_IF_ERROR(CatchUp());
   const uint64_t size = size_.load(std::memory_order_acquire);

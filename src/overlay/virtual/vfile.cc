@@ -111,6 +111,11 @@ Status Format(int fd, const FormatOptions& o) {
   return Status::Ok();
 }
 
+uint64_t FormatSize(const FormatOptions& o) {
+  auto g = Geometry(o);
+  return g.ok() ? uint64_t{g->data_start} * kBlockSize : 0;
+}
+
 Result<bool> IsVirtualized(int fd) {
   MetaHeader h{};
   ssize_t r = pread(fd, &h, sizeof(h), 0);
@@ -297,7 +302,12 @@ VFile::~VFile() {
   if (base_ != nullptr && writable_) Reclaim(true);
   if (base_ != nullptr) munmap(base_, map_len_);
   if (dtable_ != nullptr) munmap(dtable_, dtable_len_);
-  if (fd_ >= 0) close(fd_);
+  if (fd_ >= 0) {
+    if (closer_)
+      closer_(fd_);
+    else
+      close(fd_);
+  }
 }
 
 bool VFile::Unlinked() const {

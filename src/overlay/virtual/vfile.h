@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -44,6 +45,9 @@ namespace mapfs::overlay::vrt {
 // would move (VFile::Commit): the caller plans the write again (in place).
 // Never returned to a caller of VFile.
 inline constexpr int kMappedNow = ESTALE;
+// Bit 63 of a mapper slot: the mapper's barrier commit has landed
+// (vdirect.cc DirectBegin); set only by the slot's owner.
+inline constexpr uint64_t kMapperReady = uint64_t{1} << 63;
 
 struct FormatOptions {
   uint32_t log_slots = 16384;          // power of two >= 64
@@ -54,6 +58,9 @@ struct FormatOptions {
 // Writes an empty virtualized file's metadata into `fd` (an empty regular
 // file opened read-write). Durable on return.
 Status Format(int fd, const FormatOptions& o = {});
+// The size Format gives the file before it writes the header (its first
+// step): a file of this size whose header is zeros may be mid-format.
+uint64_t FormatSize(const FormatOptions& o = {});
 // True if the file starts with the format's magic (a short or plain file is
 // not virtualized). Errors only for I/O failures.
 Result<bool> IsVirtualized(int fd);
@@ -77,6 +84,10 @@ class VFile {
   // !writable). Validates the header and replays the log since the last
   // checkpoint (recovery): EUCLEAN with a message on damage.
   static Result<std::unique_ptr<VFile>> Attach(int fd, bool writable, Mode mode);
+  // How the descriptor VFile opened of its own is closed when it goes
+  // (default: close). The engine closes it through Opens: a close while
+  // the application holds the inode open would drop its record locks.
+  void SetCloser(std::function<void(int)> closer) { closer_ = std::move(closer); }
   ~VFile();
   VFile(const VFile&) = delete;
   VFile& operator=(const VFile&) = delete;
@@ -107,9 +118,11 @@ class VFile {
   // DirectBegin registers this process as a mapper of the file (first
   // call: a slot of MetaMappers, then a no-op commit that orders every
   // commit made without seeing the slot before the caller's lookups);
-  // EAGAIN if every slot is held by a live process. DirectEnd undoes one
-  // DirectBegin; the last one frees the slot, after waiting for in-place
-  // writers that may still store into blocks the slot protected.
+  // EAGAIN if every slot is held by a live process. The slot is claimed
+  // first (commits refuse to move mapped blocks), ready once the barrier
+  // has landed (writers may store in place). DirectEnd undoes one
+  // DirectBegin; the last one frees the slot (in-place writers still
+  // storing hold their own slots: Commit refuses moves while any is set).
   Status DirectBegin();
   void DirectEnd();
   // A run of the content [vblock, vblock+n) held by physical blocks
@@ -194,15 +207,27 @@ class VFile {
   // [vlo, vhi): the virtual blocks whose mapping the entry changes; with a
   // direct map of the file live, the commit is refused (kMappedNow) if one
   // of them is mapped, or with `sole_mapper` (a shrink by the only mapper,
-  // whose own maps no longer hold them) if another process maps the file.
+  // whose own maps no longer hold them) if another process maps the file;
+  // with `epoch` (DirectEpoch() read before the old bytes around the write
+  // were copied) *retry_copy if a mapper registered since.
   Status Commit(uint64_t entry, uint64_t* seq_out, const uint64_t* head, uint64_t head_v,
                 const uint64_t* tail, uint64_t tail_v, const uint64_t* expect_size, bool* retry_copy,
-                uint64_t vlo = 0, uint64_t vhi = 0, bool sole_mapper = false);
+                uint64_t vlo = 0, uint64_t vhi = 0, bool sole_mapper = false, const uint64_t* epoch = nullptr);
   Status Durable(bool before_commit);
   // Direct maps (vdirect.cc). Mapped(): some mapper slot is set (one load
   // per word of two cache lines).
   pmem::MetaMappers* mappers() const { return reinterpret_cast<pmem::MetaMappers*>(base_ + pmem::kMappersOffset); }
   bool Mapped() const;
+  uint64_t* direct_epoch() const { return reinterpret_cast<uint64_t*>(base_ + pmem::kDirectEpochOffset); }
+  uint64_t DirectEpoch() const;
+  // Some mapper slot is ready (kMapperReady: its barrier landed): only then
+  // may a writer store in place.
+  bool MappedReady() const;
+  // Some writer holds an in-place slot (it may be storing into a block).
+  bool InPlaceBusy() const;
+  // Waiting for mappers and in-place writers (a refused commit's retry): a
+  // yield, and now and then the slots of dead processes cleared.
+  void AwaitMappers(unsigned* spins) const;
   // Some process other than this one holds a mapper slot.
   bool OthersMapped() const;
   // Clears the slots of `words` held by processes that are gone.
@@ -222,6 +247,9 @@ class VFile {
   // Gives the hole `vblock` (table entry `was`) a zeroed block, unless it
   // stopped being a hole.
   Status FillHole(uint64_t vblock, uint64_t was, Pin* pin);
+  // Sets or clears the ready bit of this process's mapper slot, if it has
+  // one (under direct_mu_: the sole mapper's shrink, Truncate).
+  void DirectReady(bool ready);
   std::mutex direct_mu_;
   size_t direct_maps_ = 0;   // DirectBegin calls not yet ended (under direct_mu_)
   int direct_slot_ = -1;     // the mapper slot claimed, -1 none
@@ -330,6 +358,7 @@ class VFile {
   std::vector<Retired> limbo_;
   Mode mode_ = Mode::kPosix;
   int fd_ = -1;
+  std::function<void(int)> closer_;
   bool writable_ = false;
   bool dax_ = false;
   // Whole fresh data blocks go by pwrite, not through the map (tmpfs, set

@@ -66,7 +66,7 @@ Status VFile::Durable(bool before_commit) {
 
 Status VFile::Commit(uint64_t entry, uint64_t* seq_out, const uint64_t* head, uint64_t head_v,
                      const uint64_t* tail, uint64_t tail_v, const uint64_t* expect_size, bool* retry_copy,
-                     uint64_t vlo, uint64_t vhi, bool sole_mapper) {
+                     uint64_t vlo, uint64_t vhi, bool sole_mapper, const uint64_t* epoch) {
   MetaShared* sh = shared();
   const uint32_t slots = hdr_.log_slots;
   for (;;) {
@@ -105,13 +105,22 @@ Status VFile::Commit(uint64_t entry, uint64_t* seq_out, const uint64_t* head, ui
     // Checked after slot s was found free, so after every commit before s
     // was replayed: a mapper's registration is then either seen here, or
     // its barrier entry (DirectBegin) comes after s, and the mapper
-    // replays this entry before it looks a block up (vdirect.cc).
+    // replays this entry before it looks a block up (vdirect.cc). The
+    // mapper slots first, then the in-place ones: a writer claims its
+    // in-place slot, then looks for a ready mapper (WriteInPlace), so a
+    // writer still storing after the last mapper left is seen here.
     if (vlo < vhi && sole_mapper) {
-      if (OthersMapped()) return Status::Error(kMappedNow, "virtual: another process maps the file");
-    } else if (vlo < vhi && Mapped()) {
+      if (OthersMapped() || InPlaceBusy()) return Status::Error(kMappedNow, "virtual: another process maps the file");
+    } else if (vlo < vhi && (Mapped() || InPlaceBusy())) {
       auto moves = MovesMapped(vlo, vhi);
       if (!moves.ok()) return moves.status();
       if (*moves) return Status::Error(kMappedNow, "virtual: a direct map holds a block of this write");
+    }
+    // After the mapper slots: a mapper not seen there either bumped the
+    // epoch before (seen here) or gets its barrier after this entry.
+    if (epoch != nullptr && DirectEpoch() != *epoch) {
+      *retry_copy = true;
+      return Status::Ok();
     }
     uint64_t e = entry | (uint64_t{lap} << 58);
     if (std::atomic_ref<uint64_t>(*slot(s)).compare_exchange_strong(old, e, std::memory_order_acq_rel)) {
@@ -243,6 +252,9 @@ Result<size_t> VFile::WriteOnce(const char* buf, size_t n, uint64_t off, const u
     // Old bytes around a partial first/last block, from the block mapped
     // now; the commit checks it is still the one mapped.
     MAPFS_RETURN_IF_ERROR(CatchUp());
+    // Before the old bytes are copied: a mapper that comes and goes before
+    // the commit may have let writers change them in place.
+    const uint64_t epoch = DirectEpoch();
     uint64_t head_v = 0, tail_v = 0;
     // Bytes [from, to) of virtual block vb as mapped now into dst.
     auto old_bytes = [&](uint64_t vb, char* dst, size_t from, size_t to, uint64_t* mv, bool composed) -> Status {
@@ -301,7 +313,7 @@ Result<size_t> VFile::WriteOnce(const char* buf, size_t n, uint64_t off, const u
     bool retry_copy = false;
     if (st.ok())
       st = Commit(entry, &seq, head_partial ? &b0 : nullptr, head_v, tail_partial ? &b1 : nullptr, tail_v,
-                  expect_size, &retry_copy, b0, b1 + 1);
+                  expect_size, &retry_copy, b0, b1 + 1, false, head_partial || tail_partial ? &epoch : nullptr);
     if (!st.ok()) {
       release();
       return st;
@@ -332,6 +344,7 @@ Result<size_t> VFile::PwriteUnpinned(const void* buf, size_t n, uint64_t off, Pi
   // Each commit covers at most kMaxRunBlocks blocks: a larger write is
   // several commits, each atomic (docs/OVERLAY.md).
   size_t done = 0;
+  unsigned spins = 0;
   while (done < n) {
     uint64_t pos = off + done;
     uint64_t limit = (pos / kBlockSize + kMaxRunBlocks) * kBlockSize;
@@ -352,7 +365,12 @@ Result<size_t> VFile::PwriteUnpinned(const void* buf, size_t n, uint64_t off, Pi
       if (cow > 0) chunk = std::min(chunk, cow);
     }
     auto r = WriteOnce(static_cast<const char*>(buf) + done, chunk, pos, nullptr, pin);
-    if (!r.ok() && r.status().code() == kMappedNow) continue;  // a map came: plan again
+    if (!r.ok() && r.status().code() == kMappedNow) {
+      // A map came, or one is not ready yet, or a writer stores in place
+      // with no mapper left: plan again.
+      AwaitMappers(&spins);
+      continue;
+    }
     if (!r.ok()) {
       if (done > 0) break;
       return r.status();
@@ -367,6 +385,7 @@ Result<uint64_t> VFile::Append(const void* buf, size_t n) {
   if (!writable_) return Status::Error(EBADF, "virtual: not open for writing");
   Pin pin(this);
   uint64_t max = uint64_t{hdr_.vblocks_max} * kBlockSize;
+  unsigned spins = 0;
   for (;;) {
     MAPFS_RETURN_IF_ERROR(CatchUp());
     uint64_t off = size_.load(std::memory_order_acquire);
@@ -385,6 +404,7 @@ Result<uint64_t> VFile::Append(const void* buf, size_t n) {
     size_t first = static_cast<size_t>(std::min<uint64_t>(n, limit - off));
     // The first commit lands only at the end it was computed for.
     auto r = WriteOnce(static_cast<const char*>(buf), first, off, &off, &pin);
+    if (!r.ok() && r.status().code() == kMappedNow) AwaitMappers(&spins);
     if (!r.ok() && (r.status().code() == kSizeMoved || r.status().code() == kMappedNow)) continue;
     if (!r.ok()) return r.status();
     if (first < n) {
@@ -403,9 +423,24 @@ Status VFile::Truncate(uint64_t new_size) {
   Pin pin(this);
   uint32_t rec = 0, rl = 0, rn = 0;
   MAPFS_RETURN_IF_ERROR(Alloc(1, &rec, &rl, &rn, 1));
+  // A shrink by the sole mapper holds direct_mu_ (this process's slot stays
+  // as it is) and keeps the slot claimed but not ready from before its
+  // commit until the bytes past the new end are zeroed: an in-place writer
+  // that claimed its slot before then is seen by the commit (refused,
+  // tried again), one after it finds no ready mapper (copy-on-write,
+  // ordered by the log), so none stores into a block the shrink frees.
+  std::unique_lock<std::mutex> direct(direct_mu_, std::defer_lock);
+  struct Unready {
+    VFile* f = nullptr;
+    ~Unready() {
+      if (f != nullptr) f->DirectReady(true);
+    }
+  } unready;
+  unsigned spins = 0;
   for (;;) {
     MAPFS_RETURN_IF_ERROR(CatchUp());
     uint64_t old = size_.load(std::memory_order_acquire);
+    const uint64_t epoch = DirectEpoch();  // before the partial block's bytes are copied (WriteOnce)
     if (old == new_size) {
       Free(rec, 1);
       return Status::Ok();
@@ -416,16 +451,24 @@ Status VFile::Truncate(uint64_t new_size) {
     // process's own direct maps were cut first by the engine (their pages
     // past the new end no longer map the file: DirectMaps::CutPast), so
     // the shrink then commits only if no other process registered
-    // meanwhile, and the partial last block is zeroed in place (it stays
-    // mapped).
+    // meanwhile, and the partial last block is zeroed in place once it
+    // has (it stays mapped).
     bool sole = false;
     if (new_size < old && Mapped()) {
+      if (!direct.owns_lock()) {
+        direct.lock();
+        continue;  // looked at again under the lock
+      }
       ClearDead(mappers()->mappers, 16);
-      if (OthersMapped()) {
+      if (OthersMapped() || direct_slot_ < 0 || direct_pid_ != static_cast<uint64_t>(getpid())) {
         Free(rec, 1);
         return Status::Error(EBUSY, "virtual: truncate: another process holds a writable shared map of the file");
       }
-      sole = Mapped();
+      sole = true;
+      if (unready.f == nullptr) {
+        DirectReady(false);
+        unready.f = this;
+      }
     }
     // Blocks past the end are never mapped (invariant), so shrinking unmaps
     // [ceil(new), ceil(old)) and rewrites a partial last block with zeros
@@ -440,18 +483,10 @@ Status VFile::Truncate(uint64_t new_size) {
     if (had > keep) runs[rh->nruns++] = Run{static_cast<uint32_t>(keep), 0, static_cast<uint32_t>(had - keep), 0};
     uint64_t pb = new_size / kBlockSize, pv = 0;
     uint32_t part = 0;
-    bool partial = new_size < old && new_size % kBlockSize != 0;
-    if (partial && sole) {
-      // Zeros past the new end, in place (this process's maps see them, as
-      // a kernel map's last page reads zeros past the end).
-      auto m = Lookup(pb);
-      if (!m.ok()) return m.status();
-      if (TablePhys(*m) != 0) {
-        Touch(TablePhys(*m));
-        ZeroData(base_ + uint64_t{TablePhys(*m)} * kBlockSize + new_size % kBlockSize, kBlockSize - new_size % kBlockSize);
-      }
-      partial = false;
-    }
+    // The sole mapper's partial last block is zeroed in place after the
+    // commit (its maps see it; a kernel map's last page reads zeros past
+    // the end), not copied.
+    bool partial = new_size < old && new_size % kBlockSize != 0 && !sole;
     if (partial) {
       auto m = Lookup(pb);
       if (!m.ok()) return m.status();
@@ -473,11 +508,13 @@ Status VFile::Truncate(uint64_t new_size) {
     uint64_t seq = 0;
     bool retry = false;
     // Sole mapper: the commit lands only if no other process maps the file
-    // by then (Commit checks the slots instead of the blocks).
+    // and no writer is in place by then (Commit checks the slots instead
+    // of the blocks).
     Status st = Commit(MakeIndirect(0, rec), &seq, partial ? &pb : nullptr, pv, nullptr, 0, &old, &retry,
-                       new_size < old ? pb : 0, new_size < old ? had : 0, sole);
+                       new_size < old ? pb : 0, new_size < old ? had : 0, sole, partial ? &epoch : nullptr);
     if (retry || (!st.ok() && (st.code() == kSizeMoved || st.code() == kMappedNow))) {
       if (part != 0) Free(part, 1);
+      if (!st.ok() && st.code() == kMappedNow) AwaitMappers(&spins);
       continue;
     }
     if (!st.ok()) {
@@ -486,6 +523,17 @@ Status VFile::Truncate(uint64_t new_size) {
       return st;
     }
     MAPFS_RETURN_IF_ERROR(CatchUp());
+    if (sole && new_size % kBlockSize != 0) {
+      // No commit can move the block (this process's slot is set) and no
+      // writer stores in place (not ready): zeros past the new end.
+      auto m = Lookup(pb);
+      if (!m.ok()) return m.status();
+      if (TablePhys(*m) != 0) {
+        Touch(TablePhys(*m));
+        ZeroData(base_ + uint64_t{TablePhys(*m)} * kBlockSize + new_size % kBlockSize,
+                 kBlockSize - new_size % kBlockSize);
+      }
+    }
     return Durable(false);
   }
 }
