@@ -7,4 +7,4 @@ mapfs_test(overlay_virtual_view_test ${CMAKE_CURRENT_LIST_DIR}/virtual_view_test
 add_test(NAME overlay.VirtualCli COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/virtual_cli_test.sh $<TARGET_FILE:mapfs_cli>)
 set_tests_properties(overlay.VirtualCli PROPERTIES LABELS overlay TIMEOUT 120)
 mapfs_test(overlay_virtual_multiprocess_test ${CMAKE_CURRENT_LIST_DIR}/virtual_multiprocess_test.cc LABELS overlay
-           THREADS_CASES "Format")  # the two format races start a thread
+           THREADS_CASES "Format|ACommitThatMovesABlock|AMapperSlotNotYetReady")  # the cases that start a thread
