@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "overlay/virtual/format.h"
 #include "virtual_test_util.h"
 
 namespace mapfs::overlay::vrt::testing {
@@ -546,12 +547,11 @@ TEST(VirtualMultiProcess, WritesStayWhileAnotherProcessMapsAndUnmaps) {
   munmap(p, sizeof(StressShared));
 }
 
-// A writer storing in place holds an in-place slot (format.h MetaMappers);
-// once the last mapper is gone, a copy-on-write commit that moves the block
-// it stores into would let the GC reuse that block under its stores: the
-// commit waits while any in-place slot is set. Here the slot is set by
-// hand, with no mapper, and cleared 300 ms later.
-TEST(VirtualMultiProcess, ACommitThatMovesABlockWaitsForInPlaceWriters) {
+// Sets the 8-byte word at `word_off` of a file's meta block to this pid by
+// hand (a slot of format.h MetaMappers), clears it 300 ms later from a
+// thread, and checks that a 3-byte write made meanwhile waited for that and
+// then landed.
+void ExpectAWriteWaitsForASlot(size_t word_off, const char* what) {
   TempDir dir;
   std::string path = dir.File("f");
   auto e = MakeEngine(dir);
@@ -564,17 +564,17 @@ TEST(VirtualMultiProcess, ACommitThatMovesABlockWaitsForInPlaceWriters) {
   ASSERT_GE(raw, 0);
   void* m = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, raw, 0);
   ASSERT_NE(m, MAP_FAILED);
-  uint64_t* inplace = reinterpret_cast<uint64_t*>(static_cast<char*>(m) + 320 + 128);
-  std::atomic_ref<uint64_t>(inplace[3]).store(static_cast<uint64_t>(getpid()));
+  uint64_t* word = reinterpret_cast<uint64_t*>(static_cast<char*>(m) + word_off);
+  std::atomic_ref<uint64_t>(*word).store(static_cast<uint64_t>(getpid()));
   auto start = std::chrono::steady_clock::now();
   std::thread clear([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    std::atomic_ref<uint64_t>(inplace[3]).store(0);
+    std::atomic_ref<uint64_t>(*word).store(0);
   });
   ASSERT_TRUE(f->Pwrite("new", 3, 100).ok());
   auto waited = std::chrono::steady_clock::now() - start;
   clear.join();
-  EXPECT_GE(waited, std::chrono::milliseconds(250)) << "the commit did not wait for the in-place writer";
+  EXPECT_GE(waited, std::chrono::milliseconds(250)) << what;
   char got[3] = {};
   ASSERT_TRUE(f->Pread(got, 3, 100).ok());
   EXPECT_EQ(std::memcmp(got, "new", 3), 0);
@@ -583,41 +583,24 @@ TEST(VirtualMultiProcess, ACommitThatMovesABlockWaitsForInPlaceWriters) {
   ASSERT_TRUE(f->Close().ok());
 }
 
+// A writer storing in place holds an in-place slot (format.h MetaMappers);
+// once the last mapper is gone, a copy-on-write commit that moves the block
+// it stores into would let the GC reuse that block under its stores: the
+// commit waits while any in-place slot is set. Here the slot is set by
+// hand, with no mapper, and cleared 300 ms later.
+TEST(VirtualMultiProcess, ACommitThatMovesABlockWaitsForInPlaceWriters) {
+  ExpectAWriteWaitsForASlot(pmem::kMappersOffset + offsetof(pmem::MetaMappers, inplace) + 3 * 8,
+                            "the commit did not wait for the in-place writer");
+}
+
 // A mapper slot counts for in-place writes only once it is ready (its
 // barrier commit landed, vdirect.cc DirectBegin): before that, a commit
 // that saw no mapper may still land and move the block a writer would
 // store into. A slot claimed but not ready (set by hand, cleared 300 ms
 // later) holds writes back: neither in place nor moving the block.
 TEST(VirtualMultiProcess, AMapperSlotNotYetReadyHoldsWritesBack) {
-  TempDir dir;
-  std::string path = dir.File("f");
-  auto e = MakeEngine(dir);
-  ASSERT_TRUE(e);
-  auto f = AdoptPath(*e, path, O_RDWR | O_CREAT);
-  ASSERT_TRUE(f);
-  std::string blk(4096, 'o');
-  ASSERT_TRUE(f->Pwrite(blk.data(), blk.size(), 0).ok());
-  int raw = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-  ASSERT_GE(raw, 0);
-  void* m = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, raw, 0);
-  ASSERT_NE(m, MAP_FAILED);
-  uint64_t* mappers = reinterpret_cast<uint64_t*>(static_cast<char*>(m) + 320);
-  std::atomic_ref<uint64_t>(mappers[5]).store(static_cast<uint64_t>(getpid()));
-  auto start = std::chrono::steady_clock::now();
-  std::thread clear([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    std::atomic_ref<uint64_t>(mappers[5]).store(0);
-  });
-  ASSERT_TRUE(f->Pwrite("new", 3, 100).ok());
-  auto waited = std::chrono::steady_clock::now() - start;
-  clear.join();
-  EXPECT_GE(waited, std::chrono::milliseconds(250)) << "the write did not wait for the mapper to be ready";
-  char got[3] = {};
-  ASSERT_TRUE(f->Pread(got, 3, 100).ok());
-  EXPECT_EQ(std::memcmp(got, "new", 3), 0);
-  munmap(m, 4096);
-  ::close(raw);
-  ASSERT_TRUE(f->Close().ok());
+  ExpectAWriteWaitsForASlot(pmem::kMappersOffset + offsetof(pmem::MetaMappers, mappers) + 5 * 8,
+                            "the write did not wait for the mapper to be ready");
 }
 
 // The engine's own descriptor of a file (a VFile's) is closed through
