@@ -75,6 +75,44 @@ void LockByte0(int fd) {
   ASSERT_EQ(fcntl(fd, F_SETLK, &fl), 0);
 }
 
+// Sets the 8-byte word at `word_off` of a file's meta block to this pid by
+// hand (a slot of format.h MetaMappers), clears it 300 ms later from a
+// thread, and checks that a 3-byte write made meanwhile waited for that and
+// then landed. (Up here, before the first TEST: labels.Threads reads the
+// text between two TESTs as the first one's body; the cases that call it
+// are labelled threads in virtual_tests.cmake.)
+void ExpectAWriteWaitsForASlot(size_t word_off, const char* what) {
+  TempDir dir;
+  std::string path = dir.File("f");
+  auto e = MakeEngine(dir);
+  ASSERT_TRUE(e);
+  auto f = AdoptPath(*e, path, O_RDWR | O_CREAT);
+  ASSERT_TRUE(f);
+  std::string blk(4096, 'o');
+  ASSERT_TRUE(f->Pwrite(blk.data(), blk.size(), 0).ok());
+  int raw = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(raw, 0);
+  void* m = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, raw, 0);
+  ASSERT_NE(m, MAP_FAILED);
+  uint64_t* word = reinterpret_cast<uint64_t*>(static_cast<char*>(m) + word_off);
+  std::atomic_ref<uint64_t>(*word).store(static_cast<uint64_t>(getpid()));
+  auto start = std::chrono::steady_clock::now();
+  std::thread clear([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    std::atomic_ref<uint64_t>(*word).store(0);
+  });
+  ASSERT_TRUE(f->Pwrite("new", 3, 100).ok());
+  auto waited = std::chrono::steady_clock::now() - start;
+  clear.join();
+  EXPECT_GE(waited, std::chrono::milliseconds(250)) << what;
+  char got[3] = {};
+  ASSERT_TRUE(f->Pread(got, 3, 100).ok());
+  EXPECT_EQ(std::memcmp(got, "new", 3), 0);
+  munmap(m, 4096);
+  ::close(raw);
+  ASSERT_TRUE(f->Close().ok());
+}
+
 // SQLite stats the database by path at every commit (has it moved?) while
 // it holds its locks; the engine used to open and close the file for the
 // stat, which released them, and two processes then wrote at once.
@@ -545,42 +583,6 @@ TEST(VirtualMultiProcess, WritesStayWhileAnotherProcessMapsAndUnmaps) {
   std::string report;
   EXPECT_TRUE(CheckFile(path, &report).ok()) << report;
   munmap(p, sizeof(StressShared));
-}
-
-// Sets the 8-byte word at `word_off` of a file's meta block to this pid by
-// hand (a slot of format.h MetaMappers), clears it 300 ms later from a
-// thread, and checks that a 3-byte write made meanwhile waited for that and
-// then landed.
-void ExpectAWriteWaitsForASlot(size_t word_off, const char* what) {
-  TempDir dir;
-  std::string path = dir.File("f");
-  auto e = MakeEngine(dir);
-  ASSERT_TRUE(e);
-  auto f = AdoptPath(*e, path, O_RDWR | O_CREAT);
-  ASSERT_TRUE(f);
-  std::string blk(4096, 'o');
-  ASSERT_TRUE(f->Pwrite(blk.data(), blk.size(), 0).ok());
-  int raw = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-  ASSERT_GE(raw, 0);
-  void* m = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, raw, 0);
-  ASSERT_NE(m, MAP_FAILED);
-  uint64_t* word = reinterpret_cast<uint64_t*>(static_cast<char*>(m) + word_off);
-  std::atomic_ref<uint64_t>(*word).store(static_cast<uint64_t>(getpid()));
-  auto start = std::chrono::steady_clock::now();
-  std::thread clear([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    std::atomic_ref<uint64_t>(*word).store(0);
-  });
-  ASSERT_TRUE(f->Pwrite("new", 3, 100).ok());
-  auto waited = std::chrono::steady_clock::now() - start;
-  clear.join();
-  EXPECT_GE(waited, std::chrono::milliseconds(250)) << what;
-  char got[3] = {};
-  ASSERT_TRUE(f->Pread(got, 3, 100).ok());
-  EXPECT_EQ(std::memcmp(got, "new", 3), 0);
-  munmap(m, 4096);
-  ::close(raw);
-  ASSERT_TRUE(f->Close().ok());
 }
 
 // A writer storing in place holds an in-place slot (format.h MetaMappers);
